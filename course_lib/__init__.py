@@ -1,0 +1,49 @@
+"""course_lib: the library behind the course's notebooks, grader and benchmarks.
+
+Import it before Triton: in CPU mode it sets TRITON_INTERPRET=1 first (see ``runtime``).
+
+In a notebook::
+
+    import course_lib
+    course_lib.check("vector_add")   # grade exercises/vector_add.py, shown as a report
+"""
+
+from __future__ import annotations
+
+from . import runtime  # first: sets up the interpreter before anything imports Triton
+from . import guards
+
+guards.install()
+
+MODE = runtime.MODE
+
+
+def check(task: str, source: str = "exercises", seed: int | None = None, timeout: float | None = None):
+    """Grade one task (or "all") and return a report that a notebook shows as a table."""
+    from . import grading, progress, tasks
+    from .report import Report
+
+    names = [t.name for t in tasks.all_tasks()] if task == "all" else [tasks.get(task).name]
+    results = grading.grade(names, source=source, seed=seed, timeout=timeout)
+    if source == "exercises":
+        progress.record_results(results)
+    return Report(results)
+
+
+def hint(task: str, number: int | None = None) -> None:
+    """Print the next hint for a task (hints come in order, before any solution)."""
+    from .cli import main
+
+    main(["hint", task] + ([str(number)] if number else []))
+
+
+def doctor() -> bool:
+    """Print the doctor's findings; True when the machine is ready."""
+    from . import diagnose as _doctor
+
+    found = _doctor.run()
+    print(_doctor.format_findings(found))
+    return _doctor.usable(found)
+
+
+__all__ = ["MODE", "check", "doctor", "hint", "runtime"]

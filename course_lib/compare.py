@@ -1,0 +1,94 @@
+"""Compare a kernel's output with the reference and say plainly what is wrong."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .tasks import Tolerance
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    summary: str  # one line
+    details: list[str]  # the report, line by line
+
+
+def _fmt(v: float) -> str:
+    if v != v:
+        return "nan"
+    return f"{v:.6g}"
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    idx = []
+    for s in reversed(shape):
+        idx.append(flat % s if s else 0)
+        flat //= s if s else 1
+    return tuple(reversed(idx))
+
+
+def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned: bool = True) -> Verdict:
+    """``expected`` is the float64 reference; ``got`` the kernel's output (any float dtype)."""
+    g = got.detach().to("cpu", torch.float64).reshape(-1)
+    e = expected.detach().to("cpu", torch.float64).reshape(-1)
+    shape = tuple(got.shape)
+    n = g.numel()
+    nan = torch.isnan(g)
+    inf = torch.isinf(g) & ~torch.isinf(e)
+    diff = (g - e).abs()
+    bad = ~(diff <= tol.atol + tol.rtol * e.abs())  # NaN compares False, so NaN is always bad
+    bad |= nan | inf
+    finite = ~(nan | inf)
+    ref_norm = e[finite].norm().item() if finite.any() else 0.0
+    err_norm = (g[finite] - e[finite]).norm().item() if finite.any() else float("nan")
+    rel_norm = err_norm / ref_norm if ref_norm > 0 else err_norm
+    n_bad = int(bad.sum())
+    if n_bad == 0 and rel_norm <= tol.norm:
+        return Verdict(True, "matches the reference", [f"max abs error {_fmt(diff.max().item() if n else 0)}"])
+
+    details = []
+    n_nan = int(nan.sum())
+    if n_bad:
+        details.append(f"{n_bad} of {n} elements differ from the reference ({100.0 * n_bad / n:.3g}%).")
+    if n_nan:
+        hint = " (the grader fills outputs with NaN before the launch: these were never written)" if poisoned else ""
+        first = _index(int(torch.nonzero(nan)[0]), shape)
+        details.append(f"{n_nan} elements are NaN{hint}; the first at index {first}.")
+    if int(inf.sum()):
+        details.append(f"{int(inf.sum())} elements are inf where the reference is finite.")
+    if finite.any():
+        worst = int(torch.argmax(torch.where(finite, diff, torch.zeros_like(diff))))
+        details.append(
+            f"max abs error {_fmt(diff[worst].item())} at index {_index(worst, shape)}; "
+            f"relative-norm error {_fmt(rel_norm)} (limit {tol.norm:g}); "
+            f"elementwise limit {tol.atol:g} + {tol.rtol:g} * |expected|."
+        )
+    rows = torch.nonzero(bad).reshape(-1)[:8].tolist()
+    if rows:
+        details.append("first mismatches:")
+        details.append(f"  {'index':<18}{'yours':>14}{'expected':>14}{'abs error':>14}")
+        for r in rows:
+            details.append(
+                f"  {str(_index(r, shape)):<18}{_fmt(g[r].item()):>14}{_fmt(e[r].item()):>14}"
+                f"{_fmt(diff[r].item()):>14}"
+            )
+    if n_nan == n:
+        summary = "no element of the output was written (all still NaN)"
+    elif n_nan:
+        summary = f"{n_nan} of {n} output elements were never written (still NaN)"
+    elif n_bad == 0:
+        summary = (
+            f"close elementwise but the relative-norm error {_fmt(rel_norm)} exceeds {tol.norm:g}: "
+            "precision too low (is something computed in a lower precision?)"
+        )
+    elif rel_norm < 100 * tol.norm:
+        summary = (
+            f"{n_bad} of {n} elements are off by more than the tolerance (max abs error "
+            f"{_fmt(diff[finite].max().item())}): precision too low, or a slightly wrong formula"
+        )
+    else:
+        summary = f"{n_bad} of {n} elements are wrong (max abs error {_fmt(diff[finite].max().item())})"
+    return Verdict(False, summary, details)

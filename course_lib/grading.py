@@ -1,0 +1,402 @@
+"""Grade a task against a folder of task modules (exercises/, solutions/ or a learner's submission).
+
+Each task is graded in its own process (started from a fork server that has torch and Triton
+loaded, so a start costs milliseconds) with a timeout: a kernel that hangs or crashes the process is
+reported as such and the other tasks go on. Inside that process, each case gets fresh random
+inputs, NaN-poisoned outputs with guard elements around them, a float64 reference, and the checks
+in ``guards`` (a kernel must be launched, no torch compute in the launcher, no out-of-bounds access
+in the interpreter).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import os
+import re
+import secrets
+import sys
+import tempfile
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import guards, runtime, tasks
+from .compare import compare
+from .exercises import NOT_IMPLEMENTED
+
+PASS, FAIL, TODO, TIMEOUT, CRASH = "pass", "fail", "todo", "timeout", "crash"
+GUARD_ELEMENTS = 64  # poisoned elements after each output, to catch writes past its end on a GPU
+
+
+@dataclass
+class TaskResult:
+    task: str
+    status: str  # pass, fail, todo, timeout, crash
+    summary: str  # one line
+    details: list[str] = field(default_factory=list)
+    source: str = ""
+    seed: int = 0
+    cases_passed: int = 0
+    cases_total: int = 0
+    seconds: float = 0.0
+    output: str = ""  # what the learner's code printed (device_print, print)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------------
+# where task modules come from
+
+
+def resolve_source(source: str | os.PathLike) -> Path:
+    """'exercises' and 'solutions' name the course's folders; anything else is a path."""
+    text = str(source)
+    if text in ("exercises", "solutions"):
+        return runtime.course_root() / text
+    return Path(text).expanduser().resolve()
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(runtime.course_root()))
+    except ValueError:
+        return str(path)
+
+
+class _NotGradable(Exception):
+    def __init__(self, status: str, summary: str, details: list[str] | None = None):
+        super().__init__(summary)
+        self.status, self.summary, self.details = status, summary, details or []
+
+
+def _load_module(spec: tasks.TaskSpec, source_dir: Path):
+    path = source_dir / f"{spec.name}.py"
+    if not path.exists():
+        raise _NotGradable(TODO, f"{NOT_IMPLEMENTED}: {_display(path)} does not exist")
+    if str(source_dir) not in sys.path:
+        sys.path.insert(0, str(source_dir))
+    mod_spec = importlib.util.spec_from_file_location(f"course_submission_{spec.name}", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    try:
+        mod_spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise _NotGradable(FAIL, f"{_display(path)} line {e.lineno}: {e.msg}", [f"  {(e.text or '').rstrip()}"]) from e
+    except Exception as e:  # learner code: anything can happen on import
+        raise _NotGradable(FAIL, f"importing {_display(path)} raised {type(e).__name__}: {e}", _learner_frames(e, path)) from e
+    entry = getattr(module, spec.entry, None)
+    if not callable(entry):
+        raise _NotGradable(FAIL, f"{_display(path)} has no function `{spec.entry}` (the launcher the grader calls)")
+    return module, entry, path
+
+
+# --------------------------------------------------------------------------------------------------
+# explaining exceptions
+
+
+def _chain(e: BaseException):
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _learner_frames(e: BaseException, path: Path) -> list[str]:
+    lines = []
+    for exc in _chain(e):
+        for fs in traceback.extract_tb(exc.__traceback__):
+            try:
+                same = os.path.exists(fs.filename) and os.path.samefile(fs.filename, path)
+            except OSError:
+                same = False
+            if same:
+                row = f"  {path.name}:{fs.lineno}: {(fs.line or '').strip()}"
+                if row not in lines:
+                    lines.append(row)
+    return lines[-3:]
+
+
+def _explain(e: BaseException, path: Path) -> tuple[str, str, list[str]]:
+    """(status, summary, details) for an exception raised by the learner's launcher or kernel."""
+    chain = list(_chain(e))
+    where = _learner_frames(e, path)
+    for exc in chain:
+        if isinstance(exc, NotImplementedError) or NOT_IMPLEMENTED in str(exc):
+            found = re.search(NOT_IMPLEMENTED + r"[^'\"\n]*", str(exc))
+            return TODO, found.group(0) if found else NOT_IMPLEMENTED, []
+    for exc in chain:
+        if isinstance(exc, guards.OutOfBoundsAccess):
+            first = str(exc).splitlines()
+            return FAIL, "out-of-bounds access: " + first[0], first[1:] + where
+    for exc in chain:
+        if isinstance(exc, guards.TorchComputeInLauncher):
+            return FAIL, "torch compute in the launcher: " + str(exc), []
+    for exc in chain:
+        if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
+            return FAIL, "the kernel does not compile", str(exc).strip().splitlines()[-12:]
+    text = str(e)
+    if "CUDA error" in text or "illegal memory access" in text or "misaligned address" in text:
+        return CRASH, "the kernel crashed on the GPU: " + text.strip().splitlines()[0], [
+            "A GPU kernel that reads or writes past a tensor usually ends this way. Run the check with",
+            "  compute-sanitizer python -m course_lib check <task>",
+            "to see the offending access, or run it in CPU mode (COURSE_MODE=cpu) where the course",
+            "reports out-of-bounds accesses with the program id and offsets.",
+        ]
+    root = chain[-1]
+    if type(e).__name__ == "InterpreterError" and root is not e:
+        return FAIL, f"the kernel raised {type(root).__name__} in the interpreter: {root}", where
+    return FAIL, f"the launcher raised {type(e).__name__}: {e}", where
+
+
+# --------------------------------------------------------------------------------------------------
+# one case
+
+
+def _to_device(t, dev: str):
+    """Move a tensor with its storage offset and strides (so a misaligned view stays misaligned)."""
+    if not isinstance(t, torch.Tensor) or t.device.type == dev:
+        return t
+    flat = torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+    return flat.to(dev).as_strided(t.size(), t.stride(), t.storage_offset())
+
+
+def _guarded_output(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A poisoned buffer with the output as a view inside it, and guard elements after it."""
+    offset = t.storage_offset()
+    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+    buf = torch.empty(offset + span + GUARD_ELEMENTS, dtype=t.dtype, device=t.device)
+    guards.poison(buf)
+    return buf.as_strided(t.size(), t.stride(), offset), buf
+
+
+def _guard_intact(view: torch.Tensor, buf: torch.Tensor) -> int:
+    """How many elements outside ``view`` but inside ``buf`` were changed."""
+    inside = torch.zeros(buf.numel(), dtype=torch.bool, device=buf.device)
+    inside.as_strided(view.size(), view.stride(), view.storage_offset()).fill_(True)
+    outside = buf[~inside]
+    if buf.dtype.is_floating_point:
+        return int((~torch.isnan(outside.float())).sum())
+    return int((outside != torch.iinfo(buf.dtype).min).sum())
+
+
+def _run_case(spec, entry, path: Path, case: tasks.Case, seed: int) -> tuple[bool, str, list[str], str]:
+    """(ok, summary, details, status) for one case."""
+    dev = runtime.device()
+    gen = torch.Generator().manual_seed(seed)
+    cpu_inputs = spec.make_inputs(case, gen)
+    pristine = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in cpu_inputs.items()}
+    inputs = {k: _to_device(v, dev) for k, v in cpu_inputs.items()}
+    buffers = {}
+    for name in spec.outputs:
+        inputs[name], buffers[name] = _guarded_output(inputs[name])
+    before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in spec.outputs}
+
+    allowed = guards.ALLOWED_IN_LAUNCHER - spec.forbid_in_launcher
+    try:
+        with guards.watch_launches() as watch, guards.launcher_torch_guard(allowed, (str(path),)):
+            result = entry(**inputs)
+        if runtime.is_gpu():
+            torch.cuda.synchronize()
+    except Exception as e:
+        status, summary, details = _explain(e, path)
+        return False, summary, details, status
+    if not watch.launches:
+        return False, "no Triton kernel was launched: the launcher must launch at least one @triton.jit kernel", [], FAIL
+
+    for name, t in before.items():
+        if not torch.equal(inputs[name], t):
+            return False, f"the kernel changed the input `{name}`: inputs are read-only", [], FAIL
+    if spec.outputs:
+        got = inputs[spec.outputs[0]]
+        changed = _guard_intact(got, buffers[spec.outputs[0]])
+        if changed:
+            return False, (
+                f"wrote outside the output: {changed} elements just before or after `{spec.outputs[0]}` "
+                "were changed (a mask or the grid lets programs write past the end)"
+            ), [], FAIL
+    else:
+        got = result
+        if not isinstance(got, torch.Tensor):
+            return False, f"the launcher returned {type(got).__name__}, not a tensor", [], FAIL
+
+    reference_inputs = {
+        k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+        for k, v in pristine.items()
+        if k not in spec.outputs
+    }
+    expected = spec.reference(**reference_inputs)
+    if tuple(got.shape) != tuple(expected.shape):
+        return False, f"wrong shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}", [], FAIL
+    if got.dtype != case.dtype:
+        return False, f"wrong dtype: got {got.dtype}, expected {case.dtype}", [], FAIL
+    verdict = compare(got, expected, spec.tolerance[case.dtype], poisoned=True)
+    return verdict.ok, verdict.summary, verdict.details, PASS if verdict.ok else FAIL
+
+
+def _dtype_list(cases: list[tasks.Case]) -> str:
+    names = []
+    for c in cases:
+        n = str(c.dtype).replace("torch.", "")
+        if n not in names:
+            names.append(n)
+    return ", ".join(names)
+
+
+def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: int | None = None) -> TaskResult:
+    """Grade one task in this process (the isolated worker calls this)."""
+    spec = tasks.get(task)
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    source_dir = resolve_source(source)
+    start = time.perf_counter()
+    result = TaskResult(task, FAIL, "", source=_display(source_dir), seed=seed)
+    try:
+        _, entry, path = _load_module(spec, source_dir)
+    except _NotGradable as e:
+        result.status, result.summary, result.details = e.status, e.summary, e.details
+        return result
+    cases = spec.all_cases(runtime.MODE)
+    result.cases_total = len(cases)
+    failures = []
+    for i, case in enumerate(cases):
+        case_seed = seed + i
+        ok, summary, details, status = _run_case(spec, entry, path, case, case_seed)
+        if ok:
+            result.cases_passed += 1
+            continue
+        if status == TODO:
+            result.status, result.summary = TODO, summary
+            result.seconds = time.perf_counter() - start
+            return result
+        failures.append((case, case_seed, summary, details, status))
+    result.seconds = time.perf_counter() - start
+    if not failures:
+        result.status = PASS
+        result.summary = f"{len(cases)} cases ({_dtype_list(cases)}) passed in {result.seconds:.1f} s"
+        return result
+    case, case_seed, summary, details, status = failures[0]
+    result.status = CRASH if status == CRASH else FAIL
+    result.summary = f"case '{case.label}' {summary}"
+    failed_labels = ", ".join(f"{c.label} {tuple(c.shape)} {str(c.dtype).replace('torch.', '')}" for c, *_ in failures)
+    result.details = [
+        f"failed {len(failures)} of {len(cases)} cases: {failed_labels}",
+        f"first failure: {case.describe()}, seed {case_seed}",
+        *details,
+        f"reproduce: python -m course_lib check {task}"
+        + (" --solutions" if source_dir.name == "solutions" else "")
+        + f" --seed {seed}",
+    ]
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# isolation: one process per task, from a fork server with torch and Triton already imported
+
+_CONTEXT = None
+
+
+def _context():
+    global _CONTEXT
+    if _CONTEXT is None:
+        methods = multiprocessing.get_all_start_methods()
+        if "forkserver" in methods:
+            _CONTEXT = multiprocessing.get_context("forkserver")
+            _CONTEXT.set_forkserver_preload(["course_lib.grading"])
+        else:
+            _CONTEXT = multiprocessing.get_context("spawn")
+    return _CONTEXT
+
+
+def _child(conn, task: str, source: str, seed: int, log_path: str) -> None:
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    try:
+        result = grade_in_process(task, source, seed)
+    except BaseException as e:  # the grader's own failure: report it, never hang the parent
+        result = TaskResult(task, FAIL, f"the grader failed: {type(e).__name__}: {e}", traceback.format_exc().splitlines())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    conn.send(result.to_dict())
+    conn.close()
+
+
+def _read_tail(path: str, limit: int = 4000) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def grade_isolated(task: str, source: str | os.PathLike, seed: int, timeout: float) -> TaskResult:
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    fd, log_path = tempfile.mkstemp(prefix=f"course-{task}-", suffix=".log")
+    os.close(fd)
+    start = time.perf_counter()
+    proc = ctx.Process(target=_child, args=(send, task, str(source), seed, log_path), daemon=True)
+    proc.start()
+    send.close()
+    payload = None
+    timed_out = not receive.poll(timeout)
+    if not timed_out:
+        try:
+            payload = receive.recv()
+        except (EOFError, OSError):
+            payload = None
+    proc.join(timeout=5 if payload is not None else 0.5)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    output = _read_tail(log_path)
+    source_name = _display(resolve_source(source))
+    if payload is not None:
+        result = TaskResult(**payload)
+        result.output = output
+        return result
+    elapsed = time.perf_counter() - start
+    if timed_out:
+        return TaskResult(
+            task, TIMEOUT, f"no result after {timeout:.0f} s: the kernel or launcher seems to hang "
+            "(a loop that never ends, or a grid far too large)", [], source_name, seed, seconds=elapsed, output=output
+        )
+    code = proc.exitcode
+    how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    return TaskResult(
+        task, CRASH, f"the process grading it crashed ({how}) before reporting: the kernel or launcher "
+        "crashed Python (a raw pointer gone wrong, or os._exit)", [], source_name, seed, seconds=elapsed, output=output
+    )
+
+
+def grade(
+    task_names: list[str],
+    source: str | os.PathLike = "exercises",
+    seed: int | None = None,
+    timeout: float | None = None,
+    jobs: int | None = None,
+) -> list[TaskResult]:
+    """Grade tasks, each in its own process, ``jobs`` at a time. Never raises for a learner's bug."""
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    specs = [tasks.get(name) for name in task_names]
+    jobs = jobs or min(4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(grade_isolated, s.name, source, seed, timeout or s.timeout_s) for s in specs]
+        return [f.result() for f in futures]

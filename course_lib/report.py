@@ -1,0 +1,61 @@
+"""Show grading results: a line per task in a terminal, a table in a notebook."""
+
+from __future__ import annotations
+
+import html
+
+from .grading import CRASH, FAIL, PASS, TIMEOUT, TODO, TaskResult
+
+LABEL = {PASS: "PASS", FAIL: "FAIL", TODO: "TODO", TIMEOUT: "HANG", CRASH: "CRASH"}
+COLOUR = {PASS: "#1a7f37", FAIL: "#cf222e", TODO: "#9a6700", TIMEOUT: "#cf222e", CRASH: "#cf222e"}
+
+
+def result_lines(r: TaskResult, width: int = 14, output: bool = True) -> list[str]:
+    lines = [f"{LABEL[r.status]:<5} {r.task:<{width}} {r.summary}"]
+    lines += [f"      {d}" for d in r.details]
+    if output and r.output.strip() and r.status != PASS:
+        lines.append("      your code printed:")
+        lines += [f"        {line}" for line in r.output.rstrip().splitlines()[-40:]]
+    return lines
+
+
+def text(results: list[TaskResult]) -> str:
+    width = max([len(r.task) for r in results] + [8])
+    rows = []
+    for r in results:
+        rows += result_lines(r, width)
+    passed = sum(r.passed for r in results)
+    if len(results) > 1:
+        rows.append(f"{passed} of {len(results)} tasks pass")
+    return "\n".join(rows)
+
+
+class Report:
+    """What ``check()`` returns in a notebook: readable as text and as HTML, never an exception."""
+
+    def __init__(self, results: list[TaskResult]):
+        self.results = results
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return text(self.results)
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for r in self.results:
+            body = "\n".join(r.details)
+            if r.output.strip() and r.status != PASS:
+                body += "\n\nyour code printed:\n" + r.output.rstrip()
+            detail = f"<pre style='margin:4px 0 0 0'>{html.escape(body)}</pre>" if body.strip() else ""
+            rows.append(
+                f"<tr><td style='color:{COLOUR[r.status]};font-weight:bold;vertical-align:top'>{LABEL[r.status]}</td>"
+                f"<td style='vertical-align:top'><code>{html.escape(r.task)}</code></td>"
+                f"<td style='text-align:left'>{html.escape(r.summary)}{detail}</td></tr>"
+            )
+        return "<table>" + "".join(rows) + "</table>"

@@ -1,0 +1,155 @@
+"""Which mode the course runs in, and setting up Triton's interpreter before Triton is imported.
+
+GPU mode: a CUDA GPU is visible; kernels are compiled and can be timed.
+CPU mode: no GPU; ``TRITON_INTERPRET=1`` makes every ``@triton.jit`` kernel run in Triton's
+interpreter (numpy under the hood). Correctness can be checked; speed cannot.
+
+This module must be imported before Triton. ``import course_lib`` does that.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+GPU = "gpu"
+CPU = "cpu"
+
+
+class CourseSetupError(RuntimeError):
+    """The environment cannot run the course as it is; the message says what to do."""
+
+
+def _want_mode() -> str:
+    """Decide the mode without importing Triton (torch is safe: it does not import Triton)."""
+    forced = os.environ.get("COURSE_MODE", "").strip().lower()
+    if forced in (GPU, CPU):
+        return forced
+    if forced:
+        raise CourseSetupError(f"COURSE_MODE={forced!r} is not understood: use 'gpu', 'cpu' or leave it unset.")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return CPU
+    import torch
+
+    return GPU if torch.cuda.is_available() else CPU
+
+
+def _set_up() -> str:
+    mode = _want_mode()
+    # Triton 3.9 warns once that its fp-fusion default will change; keep today's default, quietly,
+    # so that 3.6 and 3.9 compile the same arithmetic.
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    if mode == GPU:
+        if os.environ.get("TRITON_INTERPRET") == "1" and os.environ.get("COURSE_MODE") == GPU:
+            raise CourseSetupError("COURSE_MODE=gpu but TRITON_INTERPRET=1 is set: unset one of them.")
+        return mode
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        raise CourseSetupError(
+            "Triton was imported before course_lib, so kernels would be compiled for a GPU this machine "
+            "does not have.\n"
+            "Fix: restart the Python kernel (Kernel > Restart in JupyterLab) and run `import course_lib` "
+            "before `import triton`, or start Python with TRITON_INTERPRET=1 set."
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
+    return mode
+
+
+MODE: str = _set_up()
+
+
+def is_gpu() -> bool:
+    return MODE == GPU
+
+
+def is_cpu() -> bool:
+    return MODE == CPU
+
+
+def describe_mode() -> str:
+    if is_gpu():
+        return "GPU mode: kernels are compiled for the GPU and can be timed."
+    return (
+        "CPU mode: kernels run in Triton's interpreter. Correctness is checked fully; speed is not "
+        "measured here (interpreter time says nothing about GPU time): the course shows the roofline "
+        "model, the memory-traffic count and recorded GPU results instead."
+    )
+
+
+@lru_cache(maxsize=None)
+def versions() -> dict[str, str]:
+    import numpy
+    import torch
+    import triton
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": numpy.__version__,
+    }
+
+
+def triton_version() -> tuple[int, int, int]:
+    import triton
+
+    return parse_version(triton.__version__)
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    parts = []
+    for piece in text.split("+")[0].split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    while len(parts) < 3:
+        parts.append(0)
+    return tuple(parts)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    name: str
+    capability: tuple[int, int]
+    sm_count: int
+    memory_gib: float
+    l2_mib: float
+
+
+@lru_cache(maxsize=None)
+def gpu_info() -> GpuInfo | None:
+    """The visible GPU, or None in CPU mode."""
+    if not is_gpu():
+        return None
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    return GpuInfo(
+        name=props.name,
+        capability=(props.major, props.minor),
+        sm_count=props.multi_processor_count,
+        memory_gib=props.total_memory / 2**30,
+        l2_mib=getattr(props, "L2_cache_size", 0) / 2**20,
+    )
+
+
+def device() -> str:
+    """The torch device that inputs live on: 'cuda' in GPU mode, 'cpu' in the interpreter."""
+    return "cuda" if is_gpu() else "cpu"
+
+
+def course_root() -> Path:
+    """The folder that holds notebooks/, exercises/ and solutions/.
+
+    COURSE_ROOT wins; otherwise the checkout course_lib was installed from (editable install), and
+    failing that the current folder.
+    """
+    env = os.environ.get("COURSE_ROOT")
+    if env:
+        return Path(env).expanduser().resolve()
+    here = Path(__file__).resolve().parent.parent
+    if (here / "solutions").is_dir():
+        return here
+    return Path.cwd().resolve()

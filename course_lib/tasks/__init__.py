@@ -1,0 +1,167 @@
+"""One spec per exercise: the reference, the inputs, the shapes, the tolerance and the cost model.
+
+A task's solution file (``solutions/<name>.py``) holds only kernels and a launcher; everything the
+grader, the benchmarks and the notebooks need to know about the task lives here, once.
+
+Instructors add hidden cases without touching the repository: point ``COURSE_HIDDEN_CASES`` at a
+JSON file such as ``{"vector_add": [{"shape": [77777], "dtype": "float16"}, ...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import runtime
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float  # elementwise: |got - ref| <= atol + rtol * |ref|
+    atol: float
+    norm: float  # ||got - ref|| / ||ref|| over the whole output
+
+
+# Errors against a float64 reference. fp32 rounding is 6e-8 relative, fp16 4.9e-4, bf16 3.9e-3:
+# the limits allow a few roundings, and nothing like a wrong formula or a lower-precision path.
+DEFAULT_TOLERANCE = {
+    torch.float32: Tolerance(rtol=1e-5, atol=1e-6, norm=1e-5),
+    torch.float16: Tolerance(rtol=2e-3, atol=1e-5, norm=1e-3),
+    torch.bfloat16: Tolerance(rtol=1.6e-2, atol=1e-4, norm=8e-3),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    label: str  # "tiny", "tail", "large", "misaligned", "hidden", ...
+    misaligned: bool = False  # tensors are views that start one element into their buffer
+    gpu_only: bool = False
+
+    def describe(self) -> str:
+        where = ", misaligned base pointers" if self.misaligned else ""
+        return f"{self.label}: shape={tuple(self.shape)} dtype={str(self.dtype).replace('torch.', '')}{where}"
+
+
+@dataclass
+class TaskSpec:
+    name: str  # also the file name: solutions/<name>.py, exercises/<name>.py
+    chapter: str  # "02"
+    title: str
+    entry: str  # the launcher the grader calls
+    make_inputs: Callable[[Case, torch.Generator], dict]  # CPU tensors, keyword arguments of entry
+    reference: Callable[..., torch.Tensor]  # same keywords (outputs left out); float64 in, float64 out
+    cases: Callable[[str], list[Case]]  # mode -> cases
+    outputs: tuple[str, ...] = ("out",)  # preallocated outputs among the inputs; () = entry returns it
+    tolerance: dict = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    bytes_moved: Callable[[Case], int] | None = None  # the fewest bytes a kernel must move
+    flops: Callable[[Case], int] | None = None
+    bench_cases: list[Case] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    forbid_in_launcher: frozenset[str] = frozenset()  # torch calls this task forbids beyond the default
+    timeout_s: float = 120.0
+
+    def all_cases(self, mode: str) -> list[Case]:
+        cases = [c for c in self.cases(mode) if not (c.gpu_only and mode == runtime.CPU)]
+        return cases + hidden_cases(self.name)
+
+
+_REGISTRY: dict[str, TaskSpec] = {}
+
+
+def register(spec: TaskSpec) -> TaskSpec:
+    if spec.name in _REGISTRY:
+        raise ValueError(f"task {spec.name!r} is registered twice")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _load_all() -> None:
+    from . import ch00_setup, ch02_first_kernel  # noqa: F401  (they register their tasks)
+
+
+def all_tasks() -> list[TaskSpec]:
+    _load_all()
+    return sorted(_REGISTRY.values(), key=lambda t: (t.chapter, _order(t)))
+
+
+def _order(spec: TaskSpec) -> int:
+    return list(_REGISTRY).index(spec.name)
+
+
+def get(name: str) -> TaskSpec:
+    _load_all()
+    if name not in _REGISTRY:
+        known = ", ".join(sorted(_REGISTRY))
+        raise KeyError(f"no task named {name!r}. Tasks: {known}")
+    return _REGISTRY[name]
+
+
+def hidden_cases(name: str) -> list[Case]:
+    path = os.environ.get("COURSE_HIDDEN_CASES")
+    if not path:
+        return []
+    with open(path) as f:
+        table = json.load(f)
+    cases = []
+    for item in table.get(name, []):
+        cases.append(
+            Case(
+                shape=tuple(item["shape"]),
+                dtype=DTYPES[item.get("dtype", "float32")],
+                label=item.get("label", "hidden"),
+                misaligned=bool(item.get("misaligned", False)),
+            )
+        )
+    return cases
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers shared by the task specs
+
+
+def random_tensor(case: Case, gen: torch.Generator, shape=None, scale: float = 1.0) -> torch.Tensor:
+    """Normal random values of the case's dtype; a view one element into its buffer if misaligned."""
+    shape = tuple(case.shape if shape is None else shape)
+    n = 1
+    for s in shape:
+        n *= s
+    pad = 1 if case.misaligned else 0
+    flat = torch.randn(n + pad, generator=gen, dtype=torch.float32) * scale
+    return flat.to(case.dtype)[pad:].view(shape)
+
+
+def output_like(case: Case, shape=None) -> torch.Tensor:
+    """An output buffer (the grader poisons it before each launch); misaligned like the inputs."""
+    shape = tuple(case.shape if shape is None else shape)
+    n = 1
+    for s in shape:
+        n *= s
+    pad = 1 if case.misaligned else 0
+    return torch.empty(n + pad, dtype=case.dtype)[pad:].view(shape)
+
+
+def elementwise_cases(mode: str, dtypes=(torch.float32, torch.float16, torch.bfloat16)) -> list[Case]:
+    """Tiny, tails that are no multiple of any block size, a misaligned view, and a large size."""
+    large = 100_003 if mode == runtime.CPU else 4_000_037
+    cases = [Case((1,), torch.float32, "tiny"), Case((3,), dtypes[-1], "tiny")]
+    for dt in dtypes:
+        cases.append(Case((1000,), dt, "tail"))
+    cases.append(Case((4097,), torch.float32, "tail"))
+    cases.append(Case((1537,), dtypes[1 % len(dtypes)], "misaligned", misaligned=True))
+    cases.append(Case((large,), torch.float32, "large"))
+    return cases
+
+
+def nbytes(case: Case, n_tensors: int) -> int:
+    numel = 1
+    for s in case.shape:
+        numel *= s
+    return numel * torch.empty((), dtype=case.dtype).element_size() * n_tensors
