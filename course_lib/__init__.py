@@ -10,8 +10,11 @@ In a notebook::
 
 from __future__ import annotations
 
-from . import runtime  # first: sets up the interpreter before anything imports Triton
-from . import guards
+# runtime must come first: it sets up the interpreter before anything imports Triton
+from . import (
+    guards,
+    runtime,  # noqa: I001
+)
 
 guards.install()
 

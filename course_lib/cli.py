@@ -84,11 +84,17 @@ def _cmd_grade(args) -> int:
         if args.verbose:
             print(report.text(results))
         for r in results:
-            rows.append({
-                "learner": learner.name, "task": r.task, "status": r.status,
-                "cases_passed": r.cases_passed, "cases_total": r.cases_total, "summary": r.summary,
-                "seed": r.seed,
-            })
+            rows.append(
+                {
+                    "learner": learner.name,
+                    "task": r.task,
+                    "status": r.status,
+                    "cases_passed": r.cases_passed,
+                    "cases_total": r.cases_total,
+                    "summary": r.summary,
+                    "seed": r.seed,
+                }
+            )
     out = Path(args.out)
     if out.suffix == ".json":
         out.write_text(json.dumps(rows, indent=1))
@@ -113,8 +119,10 @@ def _cmd_hint(args) -> int:
     if number < 1:
         raise SystemExit("hints are numbered from 1")
     if number > len(spec.hints):
-        print(f"{spec.name} has {len(spec.hints)} hints and you have seen them all. The reference solution is "
-              f"solutions/{spec.name}.py: give your own version one more try before you open it.")
+        print(
+            f"{spec.name} has {len(spec.hints)} hints and you have seen them all. The reference solution is "
+            f"solutions/{spec.name}.py: give your own version one more try before you open it."
+        )
         return 0
     print(f"hint {number} of {len(spec.hints)} for {spec.name}:\n  {spec.hints[number - 1]}")
     progress.record_hint(spec.name, number)
@@ -138,7 +146,9 @@ def _cmd_sync(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m course_lib", description="Fast GPU kernels in Triton: course tools.")
+    p = argparse.ArgumentParser(
+        prog="python -m course_lib", description="Fast GPU kernels in Triton: course tools."
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("doctor", help="mode, versions, GPU and interpreter canaries; exit 0 when usable")

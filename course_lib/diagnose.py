@@ -58,12 +58,20 @@ def canary_runtime_loop() -> Finding:
         ok, error = False, f"{type(e).__name__}: {e}"
     what = "loop with a runtime bound"
     if ok and affected:
-        return Finding(OK, what, f"Triton {triton.__version__} with numpy {np.__version__} has a known "
-                       "interpreter bug here; course_lib works around it")
+        return Finding(
+            OK,
+            what,
+            f"Triton {triton.__version__} with numpy {np.__version__} has a known "
+            "interpreter bug here; course_lib works around it",
+        )
     if ok:
         return Finding(OK, what)
-    return Finding(BAD, what, f"{error}. Known bug of Triton < 3.7.1 with numpy >= 2.4 in the interpreter. "
-                   "Fix: pip install 'triton>=3.7.1' (or pip install 'numpy<2.4').")
+    return Finding(
+        BAD,
+        what,
+        f"{error}. Known bug of Triton < 3.7.1 with numpy >= 2.4 in the interpreter. "
+        "Fix: pip install 'triton>=3.7.1' (or pip install 'numpy<2.4').",
+    )
 
 
 def canary_bf16_dot() -> Finding:
@@ -77,10 +85,18 @@ def canary_bf16_dot() -> Finding:
     except Exception as e:
         return Finding(BAD, "bf16 tl.dot", f"{type(e).__name__}: {e}")
     if err < 1e-2:
-        note = "the interpreter's bf16 dot is wrong on its own; course_lib widens bf16 first" if runtime.is_cpu() else ""
+        note = (
+            "the interpreter's bf16 dot is wrong on its own; course_lib widens bf16 first"
+            if runtime.is_cpu()
+            else ""
+        )
         return Finding(OK, "bf16 tl.dot", note)
-    return Finding(BAD, "bf16 tl.dot", f"max error {err:.3g}: bf16 matmul results are wrong here. Use fp16 "
-                   "inputs in CPU mode, or a GPU, for matmul exercises.")
+    return Finding(
+        BAD,
+        "bf16 tl.dot",
+        f"max error {err:.3g}: bf16 matmul results are wrong here. Use fp16 "
+        "inputs in CPU mode, or a GPU, for matmul exercises.",
+    )
 
 
 @triton.jit
@@ -103,8 +119,12 @@ def canary_bf16_arith() -> Finding:
         return Finding(BAD, "bf16 arithmetic", f"{type(e).__name__}: {e}")
     err = (out.float() - (x.float() * 2 + y.float())).abs().max().item()
     if err < 0.05:
-        return Finding(OK, "bf16 arithmetic", "the interpreter adds bf16 bits as integers on its own; "
-                       "course_lib computes in float32 and rounds")
+        return Finding(
+            OK,
+            "bf16 arithmetic",
+            "the interpreter adds bf16 bits as integers on its own; "
+            "course_lib computes in float32 and rounds",
+        )
     return Finding(BAD, "bf16 arithmetic", f"max error {err:.3g}: use fp16 or fp32 inputs in CPU mode")
 
 
@@ -115,10 +135,16 @@ def canary_out_of_bounds() -> Finding:
         _overrun_kernel[(1,)](x, out, BLOCK=16)
     except Exception as e:
         if any(isinstance(c, guards.OutOfBoundsAccess) for c in _causes(e)):
-            return Finding(OK, "out-of-bounds detection", "a deliberately unmasked load was stopped and reported")
+            return Finding(
+                OK, "out-of-bounds detection", "a deliberately unmasked load was stopped and reported"
+            )
         return Finding(BAD, "out-of-bounds detection", f"unexpected {type(e).__name__}: {e}")
-    return Finding(BAD, "out-of-bounds detection", "an unmasked load past the end went unnoticed: the grader's "
-                   f"hooks do not fit Triton {triton.__version__}; report this")
+    return Finding(
+        BAD,
+        "out-of-bounds detection",
+        "an unmasked load past the end went unnoticed: the grader's "
+        f"hooks do not fit Triton {triton.__version__}; report this",
+    )
 
 
 def _causes(e):
@@ -144,23 +170,42 @@ def run() -> list[Finding]:
     found.append(Finding(OK, "versions", ", ".join(f"{k} {val}" for k, val in v.items())))
     tv = runtime.triton_version()
     if not ((3, 6, 0) <= tv < (3, 10, 0)):
-        found.append(Finding(WARN, "triton version", f"{triton.__version__} is outside the tested 3.6 to 3.9"))
+        found.append(
+            Finding(WARN, "triton version", f"{triton.__version__} is outside the tested 3.6 to 3.9")
+        )
     if runtime.parse_version(torch.__version__) < (2, 6, 0):
         found.append(Finding(WARN, "torch version", f"{torch.__version__} is older than the tested 2.6"))
     info = runtime.gpu_info()
     if info:
-        found.append(Finding(OK, "GPU", f"{info.name}, compute capability {info.capability[0]}.{info.capability[1]}, "
-                             f"{info.sm_count} SMs, {info.memory_gib:.0f} GiB"))
+        found.append(
+            Finding(
+                OK,
+                "GPU",
+                f"{info.name}, compute capability {info.capability[0]}.{info.capability[1]}, "
+                f"{info.sm_count} SMs, {info.memory_gib:.0f} GiB",
+            )
+        )
         found.append(canary_gpu_compile())
-        found.append(Finding(OK, "out-of-bounds checks", "on a GPU use compute-sanitizer: "
-                             "compute-sanitizer python -m course_lib check TASK"))
+        found.append(
+            Finding(
+                OK,
+                "out-of-bounds checks",
+                "on a GPU use compute-sanitizer: compute-sanitizer python -m course_lib check TASK",
+            )
+        )
     else:
         found.append(canary_runtime_loop())
         found.append(canary_bf16_arith())
         found.append(canary_bf16_dot())
         found.append(canary_out_of_bounds())
-        found.append(Finding(OK, "not in the interpreter", "Gluon kernels and timing need a GPU; "
-                             "tl.range(num_stages=, warp_specialize=) are ignored here"))
+        found.append(
+            Finding(
+                OK,
+                "not in the interpreter",
+                "Gluon kernels and timing need a GPU; "
+                "tl.range(num_stages=, warp_specialize=) are ignored here",
+            )
+        )
     root = runtime.course_root()
     if (root / "solutions").is_dir():
         report = exercises.sync(root, check=True)
@@ -172,7 +217,9 @@ def run() -> list[Finding]:
             detail += f", {len(missing)} missing: run python -m course_lib sync-exercises"
         found.append(Finding(level, f"exercises in {root / 'exercises'}", detail))
     else:
-        found.append(Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout"))
+        found.append(
+            Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout")
+        )
     try:
         progress.update(lambda data: None)
         found.append(Finding(OK, "progress file", str(progress.progress_path())))

@@ -90,12 +90,18 @@ def _load_module(spec: tasks.TaskSpec, source_dir: Path):
     try:
         mod_spec.loader.exec_module(module)
     except SyntaxError as e:
-        raise _NotGradable(FAIL, f"{_display(path)} line {e.lineno}: {e.msg}", [f"  {(e.text or '').rstrip()}"]) from e
+        raise _NotGradable(
+            FAIL, f"{_display(path)} line {e.lineno}: {e.msg}", [f"  {(e.text or '').rstrip()}"]
+        ) from e
     except Exception as e:  # learner code: anything can happen on import
-        raise _NotGradable(FAIL, f"importing {_display(path)} raised {type(e).__name__}: {e}", _learner_frames(e, path)) from e
+        raise _NotGradable(
+            FAIL, f"importing {_display(path)} raised {type(e).__name__}: {e}", _learner_frames(e, path)
+        ) from e
     entry = getattr(module, spec.entry, None)
     if not callable(entry):
-        raise _NotGradable(FAIL, f"{_display(path)} has no function `{spec.entry}` (the launcher the grader calls)")
+        raise _NotGradable(
+            FAIL, f"{_display(path)} has no function `{spec.entry}` (the launcher the grader calls)"
+        )
     return module, entry, path
 
 
@@ -146,12 +152,16 @@ def _explain(e: BaseException, path: Path) -> tuple[str, str, list[str]]:
             return FAIL, "the kernel does not compile", str(exc).strip().splitlines()[-12:]
     text = str(e)
     if "CUDA error" in text or "illegal memory access" in text or "misaligned address" in text:
-        return CRASH, "the kernel crashed on the GPU: " + text.strip().splitlines()[0], [
-            "A GPU kernel that reads or writes past a tensor usually ends this way. Run the check with",
-            "  compute-sanitizer python -m course_lib check <task>",
-            "to see the offending access, or run it in CPU mode (COURSE_MODE=cpu) where the course",
-            "reports out-of-bounds accesses with the program id and offsets.",
-        ]
+        return (
+            CRASH,
+            "the kernel crashed on the GPU: " + text.strip().splitlines()[0],
+            [
+                "A GPU kernel that reads or writes past a tensor usually ends this way. Run the check with",
+                "  compute-sanitizer python -m course_lib check <task>",
+                "to see the offending access, or run it in CPU mode (COURSE_MODE=cpu) where the course",
+                "reports out-of-bounds accesses with the program id and offsets.",
+            ],
+        )
     root = chain[-1]
     if type(e).__name__ == "InterpreterError" and root is not e:
         return FAIL, f"the kernel raised {type(root).__name__} in the interpreter: {root}", where
@@ -199,7 +209,9 @@ def _run_case(spec, entry, path: Path, case: tasks.Case, seed: int) -> tuple[boo
     buffers = {}
     for name in spec.outputs:
         inputs[name], buffers[name] = _guarded_output(inputs[name])
-    before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in spec.outputs}
+    before = {
+        k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in spec.outputs
+    }
 
     allowed = guards.ALLOWED_IN_LAUNCHER - spec.forbid_in_launcher
     try:
@@ -211,7 +223,12 @@ def _run_case(spec, entry, path: Path, case: tasks.Case, seed: int) -> tuple[boo
         status, summary, details = _explain(e, path)
         return False, summary, details, status
     if not watch.launches:
-        return False, "no Triton kernel was launched: the launcher must launch at least one @triton.jit kernel", [], FAIL
+        return (
+            False,
+            "no Triton kernel was launched: the launcher must launch at least one @triton.jit kernel",
+            [],
+            FAIL,
+        )
 
     for name, t in before.items():
         if not torch.equal(inputs[name], t):
@@ -220,10 +237,15 @@ def _run_case(spec, entry, path: Path, case: tasks.Case, seed: int) -> tuple[boo
         got = inputs[spec.outputs[0]]
         changed = _guard_intact(got, buffers[spec.outputs[0]])
         if changed:
-            return False, (
-                f"wrote outside the output: {changed} elements just before or after `{spec.outputs[0]}` "
-                "were changed (a mask or the grid lets programs write past the end)"
-            ), [], FAIL
+            return (
+                False,
+                (
+                    f"wrote outside the output: {changed} elements just before or after `{spec.outputs[0]}` "
+                    "were changed (a mask or the grid lets programs write past the end)"
+                ),
+                [],
+                FAIL,
+            )
     else:
         got = result
         if not isinstance(got, torch.Tensor):
@@ -252,7 +274,9 @@ def _dtype_list(cases: list[tasks.Case]) -> str:
     return ", ".join(names)
 
 
-def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: int | None = None) -> TaskResult:
+def grade_in_process(
+    task: str, source: str | os.PathLike = "exercises", seed: int | None = None
+) -> TaskResult:
     """Grade one task in this process (the isolated worker calls this)."""
     spec = tasks.get(task)
     seed = secrets.randbelow(2**31) if seed is None else seed
@@ -286,7 +310,9 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
     case, case_seed, summary, details, status = failures[0]
     result.status = CRASH if status == CRASH else FAIL
     result.summary = f"case '{case.label}' {summary}"
-    failed_labels = ", ".join(f"{c.label} {tuple(c.shape)} {str(c.dtype).replace('torch.', '')}" for c, *_ in failures)
+    failed_labels = ", ".join(
+        f"{c.label} {tuple(c.shape)} {str(c.dtype).replace('torch.', '')}" for c, *_ in failures
+    )
     result.details = [
         f"failed {len(failures)} of {len(cases)} cases: {failed_labels}",
         f"first failure: {case.describe()}, seed {case_seed}",
@@ -325,7 +351,9 @@ def _child(conn, task: str, source: str, seed: int, log_path: str) -> None:
     try:
         result = grade_in_process(task, source, seed)
     except BaseException as e:  # the grader's own failure: report it, never hang the parent
-        result = TaskResult(task, FAIL, f"the grader failed: {type(e).__name__}: {e}", traceback.format_exc().splitlines())
+        result = TaskResult(
+            task, FAIL, f"the grader failed: {type(e).__name__}: {e}", traceback.format_exc().splitlines()
+        )
     sys.stdout.flush()
     sys.stderr.flush()
     conn.send(result.to_dict())
@@ -375,14 +403,28 @@ def grade_isolated(task: str, source: str | os.PathLike, seed: int, timeout: flo
     elapsed = time.perf_counter() - start
     if timed_out:
         return TaskResult(
-            task, TIMEOUT, f"no result after {timeout:.0f} s: the kernel or launcher seems to hang "
-            "(a loop that never ends, or a grid far too large)", [], source_name, seed, seconds=elapsed, output=output
+            task,
+            TIMEOUT,
+            f"no result after {timeout:.0f} s: the kernel or launcher seems to hang "
+            "(a loop that never ends, or a grid far too large)",
+            [],
+            source_name,
+            seed,
+            seconds=elapsed,
+            output=output,
         )
     code = proc.exitcode
     how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
     return TaskResult(
-        task, CRASH, f"the process grading it crashed ({how}) before reporting: the kernel or launcher "
-        "crashed Python (a raw pointer gone wrong, or os._exit)", [], source_name, seed, seconds=elapsed, output=output
+        task,
+        CRASH,
+        f"the process grading it crashed ({how}) before reporting: the kernel or launcher "
+        "crashed Python (a raw pointer gone wrong, or os._exit)",
+        [],
+        source_name,
+        seed,
+        seconds=elapsed,
+        output=output,
     )
 
 

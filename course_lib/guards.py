@@ -213,7 +213,9 @@ def _tensor_span(name: str, t) -> _Span | None:
     lo = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0)
     hi = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st > 0)
     base = t.data_ptr()
-    return _Span(name, base + lo * itemsize, base + (hi + 1) * itemsize, base, itemsize, t.numel(), str(t.dtype))
+    return _Span(
+        name, base + lo * itemsize, base + (hi + 1) * itemsize, base, itemsize, t.numel(), str(t.dtype)
+    )
 
 
 def _collect_spans(name: str, value, out: list[_Span]) -> None:
@@ -296,7 +298,8 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
         nearest = min(launch.spans, key=lambda s: min(abs(first - s.lo), abs(first - (s.hi - 1))))
         offsets = (bad.astype(np.int64) - np.int64(nearest.base)) // np.int64(nearest.itemsize)
         lines.append(
-            f"Nearest tensor: `{nearest.name}` ({nearest.numel} elements of {nearest.dtype}); the offending "
+            f"Nearest tensor: `{nearest.name}` ({nearest.numel} element{'s' * (nearest.numel != 1)} of "
+            f"{nearest.dtype}); the offending "
             f"offsets, in elements from its start: {_format_offsets(np.unique(offsets))}."
         )
     if getattr(_unmasked, "flag", False):
@@ -385,8 +388,16 @@ def f32_to_bf16_bits(values) -> np.ndarray:
     """Round float32 to bf16 (nearest, ties to even) as raw bits, the interpreter's bf16 storage."""
     values = np.ascontiguousarray(values, dtype=np.float32)
     bits = values.view(np.uint32)
-    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(
+        np.uint16
+    )
     return np.where(np.isnan(values), np.uint16(0x7FC0), rounded)
+
+
+def _handle_type():
+    from triton.runtime.interpreter import TensorHandle
+
+    return TensorHandle
 
 
 _COMPARISONS = {np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal}
@@ -399,7 +410,12 @@ def _install_bf16_arith_fix(builder_cls) -> None:
         return
     import triton.language as tl
 
-    binary, unary, ternary, fma = builder_cls.binary_op, builder_cls.unary_op, builder_cls.ternary_op, builder_cls.create_fma
+    binary, unary, ternary, fma = (
+        builder_cls.binary_op,
+        builder_cls.unary_op,
+        builder_cls.ternary_op,
+        builder_cls.create_fma,
+    )
 
     def is_bf16(h) -> bool:
         return getattr(h, "dtype", None) is not None and h.dtype.scalar == tl.bfloat16
@@ -432,6 +448,12 @@ def _install_bf16_arith_fix(builder_cls) -> None:
             return fma(self, x, y, z)
         return narrow(fma(self, widen(x), widen(y), widen(z)))
 
+    if not hasattr(builder_cls, "get_bf16"):  # Triton < 3.9 cannot make a bf16 constant (x * 2.0)
+
+        def get_bf16(self, value):
+            return _handle_type()(f32_to_bf16_bits(np.array([value], dtype=np.float32)), tl.bfloat16)
+
+        builder_cls.get_bf16 = get_bf16
     builder_cls.binary_op = binary_op
     builder_cls.unary_op = unary_op
     builder_cls.ternary_op = ternary_op

@@ -53,8 +53,9 @@ class Report:
             if r.output.strip() and r.status != PASS:
                 body += "\n\nyour code printed:\n" + r.output.rstrip()
             detail = f"<pre style='margin:4px 0 0 0'>{html.escape(body)}</pre>" if body.strip() else ""
+            style = f"color:{COLOUR[r.status]};font-weight:bold;vertical-align:top"
             rows.append(
-                f"<tr><td style='color:{COLOUR[r.status]};font-weight:bold;vertical-align:top'>{LABEL[r.status]}</td>"
+                f"<tr><td style='{style}'>{LABEL[r.status]}</td>"
                 f"<td style='vertical-align:top'><code>{html.escape(r.task)}</code></td>"
                 f"<td style='text-align:left'>{html.escape(r.summary)}{detail}</td></tr>"
             )

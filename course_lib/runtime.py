@@ -13,7 +13,7 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 GPU = "gpu"
@@ -30,7 +30,9 @@ def _want_mode() -> str:
     if forced in (GPU, CPU):
         return forced
     if forced:
-        raise CourseSetupError(f"COURSE_MODE={forced!r} is not understood: use 'gpu', 'cpu' or leave it unset.")
+        raise CourseSetupError(
+            f"COURSE_MODE={forced!r} is not understood: use 'gpu', 'cpu' or leave it unset."
+        )
     if os.environ.get("TRITON_INTERPRET") == "1":
         return CPU
     import torch
@@ -79,7 +81,7 @@ def describe_mode() -> str:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def versions() -> dict[str, str]:
     import numpy
     import torch
@@ -118,7 +120,7 @@ class GpuInfo:
     l2_mib: float
 
 
-@lru_cache(maxsize=None)
+@cache
 def gpu_info() -> GpuInfo | None:
     """The visible GPU, or None in CPU mode."""
     if not is_gpu():

@@ -41,7 +41,12 @@ register(
 
 def _scaled_inputs(case: Case, gen: torch.Generator) -> dict:
     alpha = float(torch.empty(()).uniform_(-2.0, 2.0, generator=gen))
-    return {"alpha": alpha, "x": random_tensor(case, gen), "y": random_tensor(case, gen), "out": output_like(case)}
+    return {
+        "alpha": alpha,
+        "x": random_tensor(case, gen),
+        "y": random_tensor(case, gen),
+        "out": output_like(case),
+    }
 
 
 def _scaled_reference(alpha: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Set up the course in .venv and then either open it or test it:
+#   bash setup.sh lab    # install, then open JupyterLab on the first notebook
+#   bash setup.sh test   # install with the test tools, then run the whole test suite
+#   bash setup.sh deps   # install with the test tools only
+# Run it from anywhere; it works in the folder it lives in. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")"
+what="${1:-lab}"
+py="${PYTHON:-python3}"
+
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }
+
+# torch first, so that the course's own install does not pull a build you did not choose.
+# TORCH_SPEC overrides, e.g. TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu".
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  if [ -n "${TORCH_SPEC:-}" ]; then
+    # shellcheck disable=SC2086
+    pip install -q $TORCH_SPEC
+  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    pip install -q torch            # a CUDA build, for GPU mode
+  else
+    pip install -q torch==2.13.0    # CPU mode; the build this course is tested with
+  fi
+fi
+
+case "$what" in
+  lab)
+    pip install -q -e .
+    .venv/bin/python -m course_lib sync-exercises
+    .venv/bin/python -m course_lib doctor || true
+    exec .venv/bin/jupyter lab notebooks/00_setup.ipynb
+    ;;
+  test)
+    pip install -q -e ".[dev]"
+    exec .venv/bin/python -m pytest -q tests
+    ;;
+  deps)
+    pip install -q -e ".[dev]"
+    ;;
+  *)
+    echo "usage: bash setup.sh [lab|test|deps]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,70 @@
+"""The interpreter hooks on every supported Triton version.
+
+The main install has the newest Triton. CI also installs 3.6.0, 3.7.1 and 3.8.0 into folders named
+by COURSE_EXTRA_TRITONS (':'-separated); each test runs the course with one of them first on
+PYTHONPATH. The hooks into Triton's interpreter are where such tools break between versions.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRA = [p for p in os.environ.get("COURSE_EXTRA_TRITONS", "").split(":") if p]
+WRONG = ROOT / "tests" / "wrong"
+
+
+def _run(triton_dir: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([triton_dir, str(ROOT)])
+    env["COURSE_MODE"] = "cpu"
+    env["COURSE_PROGRESS"] = str(tmp_path / "progress.json")
+    return subprocess.run(
+        [sys.executable, "-m", "course_lib", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def _version(triton_dir: str, tmp_path: Path) -> str:
+    env = dict(os.environ, PYTHONPATH=triton_dir)
+    out = subprocess.run([sys.executable, "-c", "import triton; print(triton.__version__)"], env=env,
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+pytestmark = pytest.mark.skipif(not EXTRA, reason="COURSE_EXTRA_TRITONS not set (CI sets it)")
+
+
+@pytest.mark.parametrize("triton_dir", EXTRA, ids=[Path(p).name for p in EXTRA])
+def test_doctor_canaries(triton_dir, tmp_path):
+    assert Path(triton_dir).name.endswith(_version(triton_dir, tmp_path))
+    run = _run(triton_dir, "doctor", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "FAIL" not in run.stdout
+
+
+@pytest.mark.parametrize("triton_dir", EXTRA, ids=[Path(p).name for p in EXTRA])
+def test_solutions_pass(triton_dir, tmp_path):
+    run = _run(triton_dir, "check", "--all", "--solutions", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("triton_dir", EXTRA, ids=[Path(p).name for p in EXTRA])
+def test_out_of_bounds_caught(triton_dir, tmp_path):
+    run = _run(triton_dir, "check", "vector_add", "--source", str(WRONG / "no_mask"), tmp_path=tmp_path)
+    assert run.returncode == 1
+    assert "out-of-bounds" in run.stdout, run.stdout
+    assert "Traceback" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("triton_dir", EXTRA, ids=[Path(p).name for p in EXTRA])
+def test_untouched_exercises_fail_cleanly(triton_dir, tmp_path):
+    run = _run(triton_dir, "check", "--all", tmp_path=tmp_path)
+    assert run.returncode == 1
+    lines = run.stdout.strip().splitlines()
+    assert all(line.startswith("TODO") for line in lines[:-1]), run.stdout
+    assert "Traceback" not in run.stdout + run.stderr
