@@ -131,6 +131,24 @@ def _cmd_hint(args) -> int:
     return 0
 
 
+def _cmd_bench(args) -> int:
+    from . import results, tasks, timing
+
+    names = _task_names(args)
+    if not runtime.is_gpu():
+        print(timing.CPU_REFUSAL)
+        for name in names:
+            print(results.table(name))
+        return 2
+    from . import bench
+
+    unknown = [n for n in names if not tasks.get(n).bench_cases]
+    for n in unknown:
+        print(f"{n}: no benchmark cases")
+    bench.run([n for n in names if n not in unknown], record=args.record, source=args.source or "solutions")
+    return 0
+
+
 def _cmd_sync(args) -> int:
     from . import exercises
 
@@ -146,9 +164,7 @@ def _cmd_sync(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m course_lib", description="Fast GPU kernels in Triton: course tools."
-    )
+    p = argparse.ArgumentParser(prog="python -m course_lib", description="Fast GPU kernels in Triton: course tools.")
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("doctor", help="mode, versions, GPU and interpreter canaries; exit 0 when usable")
@@ -173,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--jobs", type=int)
     g.add_argument("--verbose", action="store_true", help="print each learner's report")
 
+    b = sub.add_parser("bench", help="GPU only: time solutions and baselines; --record writes a JSON record")
+    b.add_argument("task", nargs="?")
+    b.add_argument("--all", action="store_true")
+    b.add_argument("--record", help="write the records here, e.g. results/h200.json")
+    b.add_argument("--source", help="time the task files in this folder (default solutions/)")
+
     h = sub.add_parser("hint", help="the next hint for a task (or hint N)")
     h.add_argument("task")
     h.add_argument("number", nargs="?", type=int)
@@ -188,6 +210,7 @@ COMMANDS = {
     "list": _cmd_list,
     "check": _cmd_check,
     "grade": _cmd_grade,
+    "bench": _cmd_bench,
     "hint": _cmd_hint,
     "sync-exercises": _cmd_sync,
 }

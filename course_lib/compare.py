@@ -47,20 +47,14 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
     rel_norm = err_norm / ref_norm if ref_norm > 0 else err_norm
     n_bad = int(bad.sum())
     if n_bad == 0 and rel_norm <= tol.norm:
-        return Verdict(
-            True, "matches the reference", [f"max abs error {_fmt(diff.max().item() if n else 0)}"]
-        )
+        return Verdict(True, "matches the reference", [f"max abs error {_fmt(diff.max().item() if n else 0)}"])
 
     details = []
     n_nan = int(nan.sum())
     if n_bad:
         details.append(f"{n_bad} of {n} elements differ from the reference ({100.0 * n_bad / n:.3g}%).")
     if n_nan:
-        hint = (
-            " (the grader fills outputs with NaN before the launch: these were never written)"
-            if poisoned
-            else ""
-        )
+        hint = " (the grader fills outputs with NaN before the launch: these were never written)" if poisoned else ""
         first = _index(int(torch.nonzero(nan)[0]), shape)
         details.append(f"{n_nan} elements are NaN{hint}; the first at index {first}.")
     if int(inf.sum()):
@@ -78,8 +72,7 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
         details.append(f"  {'index':<18}{'yours':>14}{'expected':>14}{'abs error':>14}")
         for r in rows:
             details.append(
-                f"  {str(_index(r, shape)):<18}{_fmt(g[r].item()):>14}{_fmt(e[r].item()):>14}"
-                f"{_fmt(diff[r].item()):>14}"
+                f"  {str(_index(r, shape)):<18}{_fmt(g[r].item()):>14}{_fmt(e[r].item()):>14}{_fmt(diff[r].item()):>14}"
             )
     if n_nan == n:
         summary = "no element of the output was written (all still NaN)"

@@ -86,9 +86,7 @@ def canary_bf16_dot() -> Finding:
         return Finding(BAD, "bf16 tl.dot", f"{type(e).__name__}: {e}")
     if err < 1e-2:
         note = (
-            "the interpreter's bf16 dot is wrong on its own; course_lib widens bf16 first"
-            if runtime.is_cpu()
-            else ""
+            "the interpreter's bf16 dot is wrong on its own; course_lib widens bf16 first" if runtime.is_cpu() else ""
         )
         return Finding(OK, "bf16 tl.dot", note)
     return Finding(
@@ -122,8 +120,7 @@ def canary_bf16_arith() -> Finding:
         return Finding(
             OK,
             "bf16 arithmetic",
-            "the interpreter adds bf16 bits as integers on its own; "
-            "course_lib computes in float32 and rounds",
+            "the interpreter adds bf16 bits as integers on its own; course_lib computes in float32 and rounds",
         )
     return Finding(BAD, "bf16 arithmetic", f"max error {err:.3g}: use fp16 or fp32 inputs in CPU mode")
 
@@ -135,9 +132,7 @@ def canary_out_of_bounds() -> Finding:
         _overrun_kernel[(1,)](x, out, BLOCK=16)
     except Exception as e:
         if any(isinstance(c, guards.OutOfBoundsAccess) for c in _causes(e)):
-            return Finding(
-                OK, "out-of-bounds detection", "a deliberately unmasked load was stopped and reported"
-            )
+            return Finding(OK, "out-of-bounds detection", "a deliberately unmasked load was stopped and reported")
         return Finding(BAD, "out-of-bounds detection", f"unexpected {type(e).__name__}: {e}")
     return Finding(
         BAD,
@@ -170,9 +165,7 @@ def run() -> list[Finding]:
     found.append(Finding(OK, "versions", ", ".join(f"{k} {val}" for k, val in v.items())))
     tv = runtime.triton_version()
     if not ((3, 6, 0) <= tv < (3, 10, 0)):
-        found.append(
-            Finding(WARN, "triton version", f"{triton.__version__} is outside the tested 3.6 to 3.9")
-        )
+        found.append(Finding(WARN, "triton version", f"{triton.__version__} is outside the tested 3.6 to 3.9"))
     if runtime.parse_version(torch.__version__) < (2, 6, 0):
         found.append(Finding(WARN, "torch version", f"{torch.__version__} is older than the tested 2.6"))
     info = runtime.gpu_info()
@@ -202,8 +195,7 @@ def run() -> list[Finding]:
             Finding(
                 OK,
                 "not in the interpreter",
-                "Gluon kernels and timing need a GPU; "
-                "tl.range(num_stages=, warp_specialize=) are ignored here",
+                "Gluon kernels and timing need a GPU; tl.range(num_stages=, warp_specialize=) are ignored here",
             )
         )
     root = runtime.course_root()
@@ -217,9 +209,7 @@ def run() -> list[Finding]:
             detail += f", {len(missing)} missing: run python -m course_lib sync-exercises"
         found.append(Finding(level, f"exercises in {root / 'exercises'}", detail))
     else:
-        found.append(
-            Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout")
-        )
+        found.append(Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout"))
     try:
         progress.update(lambda data: None)
         found.append(Finding(OK, "progress file", str(progress.progress_path())))

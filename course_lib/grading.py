@@ -90,18 +90,14 @@ def _load_module(spec: tasks.TaskSpec, source_dir: Path):
     try:
         mod_spec.loader.exec_module(module)
     except SyntaxError as e:
-        raise _NotGradable(
-            FAIL, f"{_display(path)} line {e.lineno}: {e.msg}", [f"  {(e.text or '').rstrip()}"]
-        ) from e
+        raise _NotGradable(FAIL, f"{_display(path)} line {e.lineno}: {e.msg}", [f"  {(e.text or '').rstrip()}"]) from e
     except Exception as e:  # learner code: anything can happen on import
         raise _NotGradable(
             FAIL, f"importing {_display(path)} raised {type(e).__name__}: {e}", _learner_frames(e, path)
         ) from e
     entry = getattr(module, spec.entry, None)
     if not callable(entry):
-        raise _NotGradable(
-            FAIL, f"{_display(path)} has no function `{spec.entry}` (the launcher the grader calls)"
-        )
+        raise _NotGradable(FAIL, f"{_display(path)} has no function `{spec.entry}` (the launcher the grader calls)")
     return module, entry, path
 
 
@@ -209,9 +205,7 @@ def _run_case(spec, entry, path: Path, case: tasks.Case, seed: int) -> tuple[boo
     buffers = {}
     for name in spec.outputs:
         inputs[name], buffers[name] = _guarded_output(inputs[name])
-    before = {
-        k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in spec.outputs
-    }
+    before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in spec.outputs}
 
     allowed = guards.ALLOWED_IN_LAUNCHER - spec.forbid_in_launcher
     try:
@@ -274,9 +268,7 @@ def _dtype_list(cases: list[tasks.Case]) -> str:
     return ", ".join(names)
 
 
-def grade_in_process(
-    task: str, source: str | os.PathLike = "exercises", seed: int | None = None
-) -> TaskResult:
+def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: int | None = None) -> TaskResult:
     """Grade one task in this process (the isolated worker calls this)."""
     spec = tasks.get(task)
     seed = secrets.randbelow(2**31) if seed is None else seed
@@ -310,9 +302,7 @@ def grade_in_process(
     case, case_seed, summary, details, status = failures[0]
     result.status = CRASH if status == CRASH else FAIL
     result.summary = f"case '{case.label}' {summary}"
-    failed_labels = ", ".join(
-        f"{c.label} {tuple(c.shape)} {str(c.dtype).replace('torch.', '')}" for c, *_ in failures
-    )
+    failed_labels = ", ".join(f"{c.label} {tuple(c.shape)} {str(c.dtype).replace('torch.', '')}" for c, *_ in failures)
     result.details = [
         f"failed {len(failures)} of {len(cases)} cases: {failed_labels}",
         f"first failure: {case.describe()}, seed {case_seed}",
@@ -331,10 +321,12 @@ _CONTEXT = None
 
 
 def _context():
+    """A fork server with torch and Triton preloaded in CPU mode (fast starts). In GPU mode, spawn:
+    a process forked after CUDA was touched cannot use CUDA."""
     global _CONTEXT
     if _CONTEXT is None:
         methods = multiprocessing.get_all_start_methods()
-        if "forkserver" in methods:
+        if "forkserver" in methods and runtime.is_cpu():
             _CONTEXT = multiprocessing.get_context("forkserver")
             _CONTEXT.set_forkserver_preload(["course_lib.grading"])
         else:

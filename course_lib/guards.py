@@ -213,9 +213,7 @@ def _tensor_span(name: str, t) -> _Span | None:
     lo = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0)
     hi = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st > 0)
     base = t.data_ptr()
-    return _Span(
-        name, base + lo * itemsize, base + (hi + 1) * itemsize, base, itemsize, t.numel(), str(t.dtype)
-    )
+    return _Span(name, base + lo * itemsize, base + (hi + 1) * itemsize, base, itemsize, t.numel(), str(t.dtype))
 
 
 def _collect_spans(name: str, value, out: list[_Span]) -> None:
@@ -264,6 +262,11 @@ def _format_offsets(values: np.ndarray, limit: int = 8) -> str:
     return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
 
 
+# Called with (kind, kernel name, addresses, active mask, itemsize) for every load and store the
+# interpreter makes inside a launch; course_lib.traffic listens here.
+access_listeners: list = []
+
+
 def _check_access(kind: str, builder, ptrs, mask) -> None:
     if not _launch_stack:
         return
@@ -273,10 +276,12 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
         active_mask = np.ones(addresses.shape, dtype=bool)
     else:
         active_mask = np.broadcast_to(np.asarray(getattr(mask, "data", mask)).astype(bool), addresses.shape)
+    itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+    for listener in access_listeners:
+        listener(kind, launch.kernel, addresses, active_mask, itemsize)
     active = addresses[active_mask]
     if active.size == 0:
         return
-    itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
     if launch.starts.size:
         idx = np.searchsorted(launch.starts, active, side="right").astype(np.int64) - 1
         inside = idx >= 0
@@ -388,9 +393,7 @@ def f32_to_bf16_bits(values) -> np.ndarray:
     """Round float32 to bf16 (nearest, ties to even) as raw bits, the interpreter's bf16 storage."""
     values = np.ascontiguousarray(values, dtype=np.float32)
     bits = values.view(np.uint32)
-    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(
-        np.uint16
-    )
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
     return np.where(np.isnan(values), np.uint16(0x7FC0), rounded)
 
 

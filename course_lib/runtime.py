@@ -30,9 +30,7 @@ def _want_mode() -> str:
     if forced in (GPU, CPU):
         return forced
     if forced:
-        raise CourseSetupError(
-            f"COURSE_MODE={forced!r} is not understood: use 'gpu', 'cpu' or leave it unset."
-        )
+        raise CourseSetupError(f"COURSE_MODE={forced!r} is not understood: use 'gpu', 'cpu' or leave it unset.")
     if os.environ.get("TRITON_INTERPRET") == "1":
         return CPU
     import torch

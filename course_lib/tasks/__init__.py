@@ -56,8 +56,12 @@ class TaskSpec:
     chapter: str  # "02"
     title: str
     entry: str  # the launcher the grader calls
-    make_inputs: Callable[[Case, torch.Generator], dict]  # CPU tensors, keyword arguments of entry
-    reference: Callable[..., torch.Tensor]  # same keywords (outputs left out); float64 in, float64 out
+    # keyword arguments of entry, made on the generator's device (CPU for grading, so a seed gives
+    # the same inputs everywhere; the GPU for benchmarks)
+    make_inputs: Callable[[Case, torch.Generator], dict]
+    # same keywords, outputs left out: the grader calls it on float64 copies, benchmarks on the real
+    # inputs as the torch eager baseline (and compile it for the torch.compile baseline)
+    reference: Callable[..., torch.Tensor]
     cases: Callable[[str], list[Case]]  # mode -> cases
     outputs: tuple[str, ...] = ("out",)  # preallocated outputs among the inputs; () = entry returns it
     tolerance: dict = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
@@ -134,18 +138,19 @@ def random_tensor(case: Case, gen: torch.Generator, shape=None, scale: float = 1
     for s in shape:
         n *= s
     pad = 1 if case.misaligned else 0
-    flat = torch.randn(n + pad, generator=gen, dtype=torch.float32) * scale
+    flat = torch.randn(n + pad, generator=gen, dtype=torch.float32, device=gen.device) * scale
     return flat.to(case.dtype)[pad:].view(shape)
 
 
-def output_like(case: Case, shape=None) -> torch.Tensor:
-    """An output buffer (the grader poisons it before each launch); misaligned like the inputs."""
+def output_like(case: Case, gen: torch.Generator, shape=None) -> torch.Tensor:
+    """An output buffer on the generator's device (the grader poisons it before each launch);
+    misaligned like the inputs."""
     shape = tuple(case.shape if shape is None else shape)
     n = 1
     for s in shape:
         n *= s
     pad = 1 if case.misaligned else 0
-    return torch.empty(n + pad, dtype=case.dtype)[pad:].view(shape)
+    return torch.empty(n + pad, dtype=case.dtype, device=gen.device)[pad:].view(shape)
 
 
 def elementwise_cases(mode: str, dtypes=(torch.float32, torch.float16, torch.bfloat16)) -> list[Case]:

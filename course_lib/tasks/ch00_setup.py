@@ -8,7 +8,7 @@ from . import Case, TaskSpec, elementwise_cases, nbytes, output_like, random_ten
 
 
 def _inputs(case: Case, gen: torch.Generator) -> dict:
-    return {"x": random_tensor(case, gen), "out": output_like(case)}
+    return {"x": random_tensor(case, gen), "out": output_like(case, gen)}
 
 
 def _reference(x: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ from . import Case, TaskSpec, elementwise_cases, nbytes, output_like, random_ten
 
 
 def _add_inputs(case: Case, gen: torch.Generator) -> dict:
-    return {"x": random_tensor(case, gen), "y": random_tensor(case, gen), "out": output_like(case)}
+    return {"x": random_tensor(case, gen), "y": random_tensor(case, gen), "out": output_like(case, gen)}
 
 
 def _add_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -40,12 +40,12 @@ register(
 
 
 def _scaled_inputs(case: Case, gen: torch.Generator) -> dict:
-    alpha = float(torch.empty(()).uniform_(-2.0, 2.0, generator=gen))
+    alpha = float(torch.empty((), device=gen.device).uniform_(-2.0, 2.0, generator=gen))
     return {
         "alpha": alpha,
         "x": random_tensor(case, gen),
         "y": random_tensor(case, gen),
-        "out": output_like(case),
+        "out": output_like(case, gen),
     }
 
 

@@ -1,0 +1,117 @@
+"""Benchmark solutions against torch baselines on a GPU, and record the results.
+
+    python -m course_lib bench vector_add --record results/h200.json
+
+Every variant of a case is timed in the same process, on the same inputs, one after another:
+the solution (twice, to show the spread of the method), torch eager (the task's reference), and
+torch.compile of the same reference; matmul tasks add cuBLAS. Before timing, the solution's output
+is checked against torch's on the benchmark inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from . import grading, roofline, runtime, tasks, timing
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _record(spec, case, variant, t: timing.Timing, peaks: roofline.Peaks, **extra) -> dict:
+    n_bytes = spec.bytes_moved(case) if spec.bytes_moved else 0
+    n_flops = spec.flops(case) if spec.flops else 0
+    dtype = _dtype_name(case.dtype)
+    seconds = t.median_ms * 1e-3
+    return {
+        "task": spec.name,
+        "variant": variant,
+        "case": case.label,
+        "shape": list(case.shape),
+        "dtype": dtype,
+        "median_ms": t.median_ms,
+        "p20_ms": t.p20_ms,
+        "p80_ms": t.p80_ms,
+        "method": t.method,
+        "bytes": n_bytes,
+        "flops": n_flops,
+        "gbs": n_bytes / seconds / 1e9,
+        "tflops": n_flops / seconds / 1e12,
+        "roofline_fraction": roofline.fraction_of_roofline(t.median_ms, n_bytes, n_flops, peaks, dtype),
+        **extra,
+    }
+
+
+def _bench_case(spec, entry, case, peaks: roofline.Peaks, log) -> list[dict]:
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    inputs = spec.make_inputs(case, gen)
+    ref_inputs = {k: v for k, v in inputs.items() if k not in spec.outputs}
+
+    def solution():
+        return entry(**inputs)
+
+    def eager():
+        return spec.reference(**ref_inputs)
+
+    got = solution()
+    got = inputs[spec.outputs[0]] if spec.outputs else got
+    tol = spec.tolerance[case.dtype]
+    if not torch.allclose(got.float(), eager().float(), rtol=tol.rtol * 4, atol=tol.atol * 4 + 1e-6):
+        log(f"{spec.name} {case.describe()}: the solution disagrees with torch; not timed")
+        return []
+    rows = [_record(spec, case, "solution", timing.bench(solution), peaks, repeat=r) for r in (1, 2)]
+    rows.append(_record(spec, case, "torch_eager", timing.bench(eager), peaks))
+    compiled = torch.compile(spec.reference)
+    start = time.perf_counter()
+    compiled(**ref_inputs)
+    torch.cuda.synchronize()
+    compile_s = round(time.perf_counter() - start, 2)
+    t = timing.bench(lambda: compiled(**ref_inputs))
+    rows.append(_record(spec, case, "torch_compile", t, peaks, compile_s=compile_s))
+    for r in rows:
+        log(
+            f"{spec.name:<14}{r['variant']:<15}{r['dtype']:<10}{str(tuple(r['shape'])):<16}"
+            f"{r['median_ms'] * 1e3:>10.1f} us {r['gbs']:>8.0f} GB/s {r['roofline_fraction']:>6.0%} of roofline"
+        )
+    return rows
+
+
+def bench_task(spec: tasks.TaskSpec, peaks: roofline.Peaks, source: str = "solutions", log=print) -> list[dict]:
+    timing._require_gpu()
+    _, entry, _ = grading._load_module(spec, grading.resolve_source(source))
+    rows = []
+    for case in spec.bench_cases:
+        rows += _bench_case(spec, entry, case, peaks, log)
+        torch.cuda.empty_cache()
+    return rows
+
+
+def run(names: list[str], record: str | None = None, source: str = "solutions", log=print) -> dict:
+    peaks = roofline.gpu_peaks()
+    log(f"peaks: {peaks.bandwidth_gbs:.0f} GB/s copy, {peaks.tflops} TFLOP/s ({peaks.source})")
+    rows = []
+    for name in names:
+        rows += bench_task(tasks.get(name), peaks, source, log)
+    info = runtime.gpu_info()
+    data = {
+        "meta": {
+            "gpu": info.name,
+            "sm_count": info.sm_count,
+            "versions": runtime.versions(),
+            "date": time.strftime("%Y-%m-%d"),
+            "peaks": peaks.to_dict(),
+            "method": "triton.testing.do_bench: warm-up 25 ms, 100 ms of repetitions, L2 flushed; median and p20/p80",
+        },
+        "records": rows,
+    }
+    if record:
+        path = Path(record)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
+        log(f"wrote {len(rows)} records to {path}")
+    return data

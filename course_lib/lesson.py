@@ -1,0 +1,112 @@
+"""Small helpers the lesson notebooks share: show a task's file, write a deliberately wrong copy of
+one for the grader to catch, and read the interpreter's wall clock (to show that it is no GPU clock).
+
+Nothing heavy is imported at module level: IPython, difflib and time load inside the functions.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import runtime
+
+
+def task_file(task: str, source: str = "exercises") -> Path:
+    """The file a task is graded from: ``exercises/<task>.py``, ``solutions/<task>.py`` or a folder's."""
+    folder = runtime.course_root() / source if source in ("exercises", "solutions") else Path(source)
+    path = folder.expanduser().resolve() / f"{task}.py"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist (python -m course_lib sync-exercises writes exercises/)")
+    return path
+
+
+class _Plain:
+    """Source text shown as it is, where IPython is not installed."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def show_file(task: str, source: str = "exercises"):
+    """A task's file with syntax highlighting in a notebook (plain text elsewhere)."""
+    path = task_file(task, source)
+    try:
+        from IPython.display import Code
+    except ImportError:
+        return _Plain(path.read_text())
+    return Code(filename=str(path), language="python")
+
+
+@dataclass
+class Variant:
+    """A changed copy of a task file, in a folder of its own that ``check(task, source=folder)`` grades."""
+
+    task: str
+    folder: Path
+    origin: str  # the file it was copied from, as the course names it
+    changes: list[tuple[int, str, str]] = field(default_factory=list)  # (line, before, after)
+
+    def __repr__(self) -> str:
+        lines = [f"{self.task}.py: a copy of {self.origin} in {self.folder}, with these changes:"]
+        for number, before, after in self.changes:
+            lines.append(f"  line {number:>3}  - {before}")
+            lines.append(f"            + {after}")
+        return "\n".join(lines)
+
+
+def write_variant(task: str, replace: dict[str, str], source: str = "solutions", folder=None) -> Variant:
+    """Copy ``source/<task>.py`` into a fresh folder with each key of ``replace`` swapped for its value.
+
+    Each text to replace must occur exactly once, so a lesson fails loudly (instead of grading an
+    unchanged copy) when the file it edits has moved on.
+    """
+    import difflib
+
+    path = task_file(task, source)
+    original = path.read_text()
+    text = original
+    for before, after in replace.items():
+        found = text.count(before)
+        if found != 1:
+            raise ValueError(f"{path.name}: {before!r} occurs {found} times; expected exactly once")
+        text = text.replace(before, after)
+    target = Path(folder) if folder else Path(tempfile.mkdtemp(prefix=f"course-{task}-variant-"))
+    target.mkdir(parents=True, exist_ok=True)
+    (target / path.name).write_text(text)
+
+    old_lines, new_lines = original.splitlines(), text.splitlines()
+    changes = []
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        for k in range(max(i2 - i1, j2 - j1)):
+            before = old_lines[i1 + k].strip() if i1 + k < i2 else ""
+            after = new_lines[j1 + k].strip() if j1 + k < j2 else ""
+            changes.append((j1 + k + 1, before, after))
+    origin = f"{source}/{path.name}" if source in ("exercises", "solutions") else str(path)
+    return Variant(task, target, origin, changes)
+
+
+def interpreter_seconds(launch, repeat: int = 3) -> float:
+    """The best of ``repeat`` wall-clock times of ``launch()`` in Triton's interpreter, in seconds.
+
+    This exists to show that interpreter time is not GPU time (it is Python and numpy running one
+    program after another). It refuses to run in GPU mode: GPU kernels are timed by the timing
+    chapter's tools, with warm-up, medians and a flushed L2.
+    """
+    import time
+
+    if runtime.is_gpu():
+        raise RuntimeError("interpreter_seconds measures the CPU interpreter; in GPU mode use the timing tools")
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        launch()
+        best = min(best, time.perf_counter() - start)
+    return best

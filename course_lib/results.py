@@ -1,0 +1,65 @@
+"""Recorded GPU results in results/*.json: read them, and say where each number comes from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .runtime import course_root
+
+
+def results_dir() -> Path:
+    return course_root() / "results"
+
+
+def provenance(meta: dict) -> str:
+    v = meta.get("versions", {})
+    return (
+        f"{meta.get('gpu', '?')}, torch {v.get('torch', '?')}, triton {v.get('triton', '?')}, {meta.get('date', '?')}"
+    )
+
+
+def load_bench_files() -> list[dict]:
+    """Every benchmark record file: {"meta": ..., "records": [...], "path": ...}, newest first."""
+    files = []
+    for path in sorted(results_dir().glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(data, dict) and "records" in data and "meta" in data:
+            data["path"] = str(path.relative_to(course_root()))
+            files.append(data)
+    return sorted(files, key=lambda d: d["meta"].get("date", ""), reverse=True)
+
+
+def records(task: str | None = None, variant: str | None = None) -> list[dict]:
+    """Benchmark records, each with a "provenance" string, from the newest file that has the task."""
+    out = []
+    for data in load_bench_files():
+        rows = [
+            r
+            for r in data["records"]
+            if (task is None or r["task"] == task) and (variant is None or r["variant"] == variant)
+        ]
+        if not rows:
+            continue
+        for r in rows:
+            out.append(dict(r, provenance=provenance(data["meta"]), file=data["path"]))
+        if task is not None:
+            break  # one file's figures: measured side by side in one run
+    return out
+
+
+def table(task: str) -> str:
+    """The recorded figures of one task as text, with their provenance."""
+    rows = records(task)
+    if not rows:
+        return f"no recorded GPU results for {task} in {results_dir()}"
+    lines = [f"recorded on {rows[0]['provenance']} ({rows[0]['file']}):"]
+    lines.append(f"  {'variant':<15}{'case':<22}{'median':>12}{'GB/s':>9}{'of roofline':>13}")
+    for r in rows:
+        case = f"{r['dtype']} {tuple(r['shape'])}"
+        us = r["median_ms"] * 1e3
+        lines.append(f"  {r['variant']:<15}{case:<22}{us:>9.1f} us{r['gbs']:>9.0f}{r['roofline_fraction']:>13.0%}")
+    return "\n".join(lines)

@@ -1,0 +1,205 @@
+"""The roofline: how fast a kernel could be, from the bytes it must move and the FLOPs it must do.
+
+A kernel's floor time is max(bytes / bandwidth, FLOPs / FLOP rate). Measured time over that floor
+says how far it is from the best any version could do, and which term bounds it says whether to
+work on memory traffic or on arithmetic.
+
+Peaks come from a measurement on this GPU (cached per GPU), or from a table of datasheet figures
+when nothing was measured (CPU mode, or before the first measurement).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import runtime
+
+
+@dataclass(frozen=True)
+class Peaks:
+    gpu: str
+    bandwidth_gbs: float  # device memory, counting bytes read plus bytes written
+    tflops: dict  # dtype name -> dense TFLOP/s ("bfloat16", "float16", "float32")
+    source: str  # "measured on ... (date, versions)" or "datasheet"
+    copy_gbs: float | None = None  # a plain device-to-device copy, bytes read + written (measured only)
+
+    def flops_rate(self, dtype: str) -> float:
+        return self.tflops.get(dtype, self.tflops.get("float32", 0.0))
+
+    def ridge(self, dtype: str) -> float:
+        """FLOP per byte above which a kernel is compute-bound."""
+        return self.flops_rate(dtype) * 1e12 / (self.bandwidth_gbs * 1e9)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# Vendor datasheet figures (dense, no sparsity). Leads only: measured figures are lower, and the
+# course uses them whenever it has them.
+DATASHEET = {
+    "H200": Peaks("NVIDIA H200 (SXM)", 4800, {"bfloat16": 989, "float16": 989, "float32": 67}, "datasheet"),
+    "H100": Peaks("NVIDIA H100 (SXM)", 3350, {"bfloat16": 989, "float16": 989, "float32": 67}, "datasheet"),
+    "A100": Peaks("NVIDIA A100 80GB (SXM)", 2039, {"bfloat16": 312, "float16": 312, "float32": 19.5}, "datasheet"),
+    "L4": Peaks("NVIDIA L4", 300, {"bfloat16": 121, "float16": 121, "float32": 30.3}, "datasheet"),
+    "RTX 4090": Peaks("NVIDIA GeForce RTX 4090", 1008, {"bfloat16": 165, "float16": 165, "float32": 82.6}, "datasheet"),
+}
+REFERENCE_GPU = "H200"  # the GPU the course's recorded results come from
+
+
+def datasheet_peaks(gpu_name: str | None = None) -> Peaks:
+    """Table figures for a GPU name (substring match), or for the course's reference GPU."""
+    name = (gpu_name or REFERENCE_GPU).upper()
+    for key in sorted(DATASHEET, key=len, reverse=True):
+        if key.upper() in name:
+            return DATASHEET[key]
+    return DATASHEET[REFERENCE_GPU]
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "course_lib"))
+
+
+def _cache_file(gpu_name: str) -> Path:
+    safe = "".join(ch if ch.isalnum() else "_" for ch in gpu_name)
+    return _cache_dir() / f"peaks-{safe}.json"
+
+
+def measure_peaks() -> Peaks:
+    """Measure copy bandwidth and matmul rates on this GPU (a few seconds). GPU mode only."""
+    from . import timing
+
+    timing._require_gpu()
+    import torch
+
+    info = runtime.gpu_info()
+    n = 512 * 2**20  # 2 GiB of fp32 per tensor: far past the L2
+    a = torch.randn(n, device="cuda")
+    b = torch.randn(n, device="cuda")
+    c = torch.empty_like(a)
+    copy = timing.bench(lambda: c.copy_(a))
+    add = timing.bench(lambda: torch.add(a, b, out=c))
+    copy_gbs = 2 * n * 4 / (copy.median_ms * 1e-3) / 1e9
+    # A copy does not quite reach the best rate device memory gives (an add with two read streams
+    # went 1.7% faster on an H200): the roof is the faster of the two, so no kernel sits above it.
+    bandwidth = max(copy_gbs, 3 * n * 4 / (add.median_ms * 1e-3) / 1e9)
+    a = b = c = None  # free 6 GiB before the matmuls
+    tflops = {}
+    size = 8192
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32 here, not TF32
+    try:
+        for name, dtype in (
+            ("bfloat16", torch.bfloat16),
+            ("float16", torch.float16),
+            ("float32", torch.float32),
+        ):
+            a = torch.randn(size, size, device="cuda", dtype=dtype)
+            b = torch.randn(size, size, device="cuda", dtype=dtype)
+            t = timing.bench(lambda a=a, b=b: a @ b, rep_ms=200)
+            tflops[name] = 2 * size**3 / (t.median_ms * 1e-3) / 1e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    v = runtime.versions()
+    source = (
+        f"measured on {info.name}, {time.strftime('%Y-%m-%d')}, torch {v['torch']}, triton {v['triton']}: "
+        "copy_ and add of 2 GiB tensors, cuBLAS 8192^3 matmuls (no TF32 for float32), median of do_bench"
+    )
+    return Peaks(
+        info.name, round(bandwidth, 1), {k: round(val, 1) for k, val in tflops.items()}, source, round(copy_gbs, 1)
+    )
+
+
+def gpu_peaks(remeasure: bool = False) -> Peaks:
+    """This GPU's peaks: measured once and cached per GPU name; the datasheet in CPU mode."""
+    info = runtime.gpu_info()
+    if info is None:
+        return datasheet_peaks()
+    path = _cache_file(info.name)
+    if path.exists() and not remeasure:
+        data = json.loads(path.read_text())
+        return Peaks(**data)
+    peaks = measure_peaks()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(peaks.to_dict(), indent=1))
+    return peaks
+
+
+# --------------------------------------------------------------------------------------------------
+# the model
+
+
+@dataclass(frozen=True)
+class Floor:
+    bytes: int
+    flops: int
+    memory_ms: float
+    compute_ms: float
+
+    @property
+    def ms(self) -> float:
+        return max(self.memory_ms, self.compute_ms)
+
+    @property
+    def bound(self) -> str:
+        return "memory" if self.memory_ms >= self.compute_ms else "compute"
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+def floor(n_bytes: int, n_flops: int, peaks: Peaks, dtype: str = "float32") -> Floor:
+    memory_ms = n_bytes / (peaks.bandwidth_gbs * 1e9) * 1e3
+    rate = peaks.flops_rate(dtype)
+    compute_ms = n_flops / (rate * 1e12) * 1e3 if rate else 0.0
+    return Floor(n_bytes, n_flops, memory_ms, compute_ms)
+
+
+def fraction_of_roofline(measured_ms: float, n_bytes: int, n_flops: int, peaks: Peaks, dtype: str = "float32") -> float:
+    """Floor time over measured time: 1.0 means the kernel runs at the roofline."""
+    return floor(n_bytes, n_flops, peaks, dtype).ms / measured_ms
+
+
+def plot(points: list[dict], peaks: Peaks, dtype: str = "float32", ax=None, title: str | None = None):
+    """A roofline plot. Each point: {"label", "bytes", "flops", "ms"}; ms None plots the floor only.
+
+    x: arithmetic intensity (FLOP/byte); y: achieved GFLOP/s. Kernels that do no arithmetic (a copy)
+    have no place on this plot; compare them by GB/s instead.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.2))
+    bw = peaks.bandwidth_gbs  # GB/s
+    top = peaks.flops_rate(dtype) * 1e3  # GFLOP/s
+    ridge = top / bw
+    xs = [i for i in (p["flops"] / p["bytes"] for p in points if p["bytes"] and p["flops"])] or [ridge]
+    lo, hi = min(xs + [ridge]) / 8, max(xs + [ridge]) * 8
+    ax.plot(
+        [lo, ridge, hi],
+        [bw * lo, top, top],
+        color="black",
+        lw=1.5,
+        label=f"roofline ({peaks.source.split(':')[0]})",
+    )
+    for p in points:
+        if not p["flops"] or not p["bytes"]:
+            continue
+        x = p["flops"] / p["bytes"]
+        if p.get("ms"):
+            y = p["flops"] / (p["ms"] * 1e-3) / 1e9
+            ax.scatter([x], [y], s=40, zorder=3, label=f"{p['label']}: {y / min(bw * x, top):.0%} of roof")
+        else:
+            ax.scatter([x], [min(bw * x, top)], s=40, marker="x", zorder=3, label=f"{p['label']} (floor)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(title or f"roofline, {dtype}")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="both", alpha=0.3)
+    return ax
