@@ -83,7 +83,7 @@ def _bench_case(spec, entry, case, peaks: roofline.Peaks, log) -> list[dict]:
 
 def bench_task(spec: tasks.TaskSpec, peaks: roofline.Peaks, source: str = "solutions", log=print) -> list[dict]:
     timing._require_gpu()
-    _, entry, _ = grading._load_module(spec, grading.resolve_source(source))
+    _, entry, _ = grading._load_module(spec, grading.resolve_source(source))  # module, entry, path
     rows = []
     for case in spec.bench_cases:
         rows += _bench_case(spec, entry, case, peaks, log)

@@ -195,8 +195,14 @@ def _guard_intact(view: torch.Tensor, buf: torch.Tensor) -> int:
     return int((outside != torch.iinfo(buf.dtype).min).sum())
 
 
-def _run_case(spec, entry, path: Path, case: tasks.Case, seed: int) -> tuple[bool, str, list[str], str]:
+def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> tuple[bool, str, list[str], str]:
     """(ok, summary, details, status) for one case."""
+    if spec.run_case is not None:  # tasks that are not a kernel and a launcher (e.g. cost models)
+        try:
+            return spec.run_case(module, case, torch.Generator().manual_seed(seed))
+        except Exception as e:
+            status, summary, details = _explain(e, path)
+            return False, summary, details, status
     dev = runtime.device()
     gen = torch.Generator().manual_seed(seed)
     cpu_inputs = spec.make_inputs(case, gen)
@@ -276,7 +282,7 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
     start = time.perf_counter()
     result = TaskResult(task, FAIL, "", source=_display(source_dir), seed=seed)
     try:
-        _, entry, path = _load_module(spec, source_dir)
+        module, entry, path = _load_module(spec, source_dir)
     except _NotGradable as e:
         result.status, result.summary, result.details = e.status, e.summary, e.details
         return result
@@ -285,7 +291,7 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
     failures = []
     for i, case in enumerate(cases):
         case_seed = seed + i
-        ok, summary, details, status = _run_case(spec, entry, path, case, case_seed)
+        ok, summary, details, status = _run_case(spec, module, entry, path, case, case_seed)
         if ok:
             result.cases_passed += 1
             continue
@@ -294,6 +300,17 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
             result.seconds = time.perf_counter() - start
             return result
         failures.append((case, case_seed, summary, details, status))
+    if not failures and spec.extra_checks is not None:
+        try:
+            problems = [(summary, details) for ok, summary, details in spec.extra_checks(module, entry) if not ok]
+        except Exception as e:
+            status, summary, details = _explain(e, path)
+            problems = [(summary, details)]
+        if problems:
+            result.seconds = time.perf_counter() - start
+            result.summary = f"all {len(cases)} cases are right, but {problems[0][0]}"
+            result.details = [line for _, details in problems for line in details]
+            return result
     result.seconds = time.perf_counter() - start
     if not failures:
         result.status = PASS

@@ -491,6 +491,23 @@ def _install_bf16_dot_fix(builder_cls) -> None:
     builder_cls._course_bf16_dot = True
 
 
+def _install_interpreter_autotune() -> None:
+    """In the interpreter there is nothing to time: ``triton.autotune`` would call do_bench, which
+    needs a GPU. Run each config once instead (so every config is checked for correctness, bounds
+    included) and report equal times, so the first config is kept."""
+    import triton.runtime.autotuner as autotuner
+
+    if getattr(autotuner.Autotuner, "_course_interpreted", False):
+        return
+
+    def run_once(kernel_call, quantiles=None):
+        kernel_call()
+        return [0.0] * len(quantiles) if quantiles else 0.0
+
+    autotuner.Autotuner.do_bench = property(lambda self: run_once)
+    autotuner.Autotuner._course_interpreted = True
+
+
 # --------------------------------------------------------------------------------------------------
 
 _installed = False
@@ -512,4 +529,5 @@ def install() -> None:
         _install_numpy_index_fix(interp)
         _install_bf16_dot_fix(interp.InterpreterBuilder)
         _install_bf16_arith_fix(interp.InterpreterBuilder)
+        _install_interpreter_autotune()
     _installed = True

@@ -44,10 +44,16 @@ class Case:
     label: str  # "tiny", "tail", "large", "misaligned", "hidden", ...
     misaligned: bool = False  # tensors are views that start one element into their buffer
     gpu_only: bool = False
+    params: tuple = ()  # extra (name, value) pairs a task's input maker reads, e.g. (("approximate", "tanh"),)
+
+    @property
+    def options(self) -> dict:
+        return dict(self.params)
 
     def describe(self) -> str:
         where = ", misaligned base pointers" if self.misaligned else ""
-        return f"{self.label}: shape={tuple(self.shape)} dtype={str(self.dtype).replace('torch.', '')}{where}"
+        extra = "".join(f", {k}={v!r}" for k, v in self.params)
+        return f"{self.label}: shape={tuple(self.shape)} dtype={str(self.dtype).replace('torch.', '')}{where}{extra}"
 
 
 @dataclass
@@ -71,6 +77,11 @@ class TaskSpec:
     hints: list[str] = field(default_factory=list)
     forbid_in_launcher: frozenset[str] = frozenset()  # torch calls this task forbids beyond the default
     timeout_s: float = 120.0
+    # For tasks that are not "a kernel and a launcher" (module, case, generator) -> (ok, summary,
+    # details, status); replaces the kernel case runner.
+    run_case: Callable | None = None
+    # After every case passes: (module, entry) -> [(ok, summary, details)], e.g. structural checks.
+    extra_checks: Callable | None = None
 
     def all_cases(self, mode: str) -> list[Case]:
         cases = [c for c in self.cases(mode) if not (c.gpu_only and mode == runtime.CPU)]
@@ -88,7 +99,13 @@ def register(spec: TaskSpec) -> TaskSpec:
 
 
 def _load_all() -> None:
-    from . import ch00_setup, ch02_first_kernel  # noqa: F401  (they register their tasks)
+    """Import every chapter module (tasks/chNN_*.py); each registers its tasks."""
+    import importlib
+    import pkgutil
+
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("ch"):
+            importlib.import_module(f"{__name__}.{info.name}")
 
 
 def all_tasks() -> list[TaskSpec]:
