@@ -69,6 +69,8 @@ class TaskSpec:
     # inputs as the torch eager baseline (and compile it for the torch.compile baseline)
     reference: Callable[..., torch.Tensor]
     cases: Callable[[str], list[Case]]  # mode -> cases
+    # what a PyTorch user would write, for the eager and torch.compile baselines; default: reference
+    baseline: Callable[..., torch.Tensor] | None = None
     outputs: tuple[str, ...] = ("out",)  # preallocated outputs among the inputs; () = entry returns it
     tolerance: dict = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
     bytes_moved: Callable[[Case], int] | None = None  # the fewest bytes a kernel must move

@@ -1,0 +1,157 @@
+"""Chapter 04: fusion I. Elementwise chains done in one pass over memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import Case, TaskSpec, nbytes, output_like, random_tensor, register, runtime
+from .philox import rand as philox_rand
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+
+
+# --------------------------------------------------------------------------------------------------
+# bias + GELU
+
+
+def _gelu_inputs(case: Case, gen: torch.Generator) -> dict:
+    n_cols = case.shape[-1]
+    bias_case = Case((n_cols,), case.dtype, case.label)
+    return {
+        "x": random_tensor(case, gen, scale=2.0),
+        "bias": random_tensor(bias_case, gen),
+        "out": output_like(case, gen),
+        "approximate": case.options["approximate"],
+    }
+
+
+def _gelu_reference(x: torch.Tensor, bias: torch.Tensor, approximate: str) -> torch.Tensor:
+    # read M*N + N elements; write M*N elements
+    return torch.nn.functional.gelu(x + bias, approximate=approximate)
+
+
+def _gelu_cases(mode: str) -> list[Case]:
+    large = (256, 1000) if mode == runtime.CPU else (2048, 4099)
+    rows = [
+        ((1, 1), F32, "tiny", "tanh"),
+        ((3, 5), BF16, "tiny", "none"),
+        ((7, 1000), F16, "tail", "tanh"),
+        ((33, 129), F32, "tail", "none"),
+        ((5, 4096), BF16, "tail", "tanh"),
+        ((9, 777), F32, "tail", "tanh"),
+        ((64, 300), F16, "tail", "none"),
+        ((17, 1537), F16, "misaligned", "tanh"),
+        ((3, 255), BF16, "misaligned", "none"),
+        (large, F32, "large", "tanh"),
+        (large, BF16, "large", "none"),
+    ]
+    return [
+        Case(shape, dtype, label, misaligned=label == "misaligned", params=(("approximate", approx),))
+        for shape, dtype, label, approx in rows
+    ]
+
+
+def _gelu_bytes(case: Case) -> int:
+    return nbytes(case, 2) + case.shape[-1] * torch.empty((), dtype=case.dtype).element_size()
+
+
+register(
+    TaskSpec(
+        name="fused_bias_gelu",
+        chapter="04",
+        title="bias + GELU (tanh and erf forms) in one pass",
+        entry="fused_bias_gelu",
+        make_inputs=_gelu_inputs,
+        reference=_gelu_reference,
+        cases=_gelu_cases,
+        bytes_moved=_gelu_bytes,
+        # about 10 FLOPs an element for the bias and either GELU form (exp/erf counted as one):
+        # far below the ridge point, so memory sets the speed either way.
+        flops=lambda case: 10 * case.shape[0] * case.shape[1],
+        bench_cases=[
+            Case((8192, 8192), F32, "bench", params=(("approximate", "tanh"),)),
+            Case((8192, 8192), BF16, "bench", params=(("approximate", "tanh"),)),
+            Case((8192, 8192), BF16, "bench", params=(("approximate", "none"),)),
+        ],
+        hints=[
+            "Unfused, x + bias writes a whole tensor and GELU reads it back: three passes over memory. "
+            "In one kernel, load a tile of x, add the bias in registers, apply GELU, store once.",
+            "Use a 2-D grid: program (pid_m, pid_n) owns rows pid_m*BLOCK_M ... and columns "
+            "pid_n*BLOCK_N ...; load the bias for those columns once and broadcast it with b[None, :].",
+            "Compute in float32 (x.to(tl.float32)) and cast on the store. tanh form: "
+            "0.5*u*(1 + tanh(0.7978845608*(u + 0.044715*u^3))), with tanh(v) = 1 - 2/(1 + exp(2v)); "
+            "erf form: 0.5*u*(1 + erf(u/sqrt(2))) with tl.math.erf.",
+            "Pick the form with a tl.constexpr flag so each form compiles to its own kernel with no "
+            "branch inside; mask both dimensions: (rows[:, None] < n_rows) & (cols[None, :] < n_cols).",
+        ],
+    )
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# residual + dropout
+
+
+def _dropout_inputs(case: Case, gen: torch.Generator) -> dict:
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=gen.device).item())
+    return {
+        "x": random_tensor(case, gen),
+        "residual": random_tensor(case, gen),
+        "out": output_like(case, gen),
+        "p": case.options["p"],
+        "seed": seed,
+    }
+
+
+def _dropout_reference(x: torch.Tensor, residual: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    # read 2N elements; write N elements. Element i is kept when tl.rand(seed, i) >= p.
+    r = philox_rand(seed, np.arange(x.numel()))
+    keep = torch.from_numpy(r >= np.float32(p)).reshape(x.shape).to(x.device)
+    return residual + torch.where(keep, x / (1.0 - p), torch.zeros_like(x))
+
+
+def _dropout_torch(x: torch.Tensor, residual: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    """What PyTorch users write (its own random stream): the eager and torch.compile baselines."""
+    return residual + torch.nn.functional.dropout(x, p=p, training=True)
+
+
+def _dropout_cases(mode: str) -> list[Case]:
+    large = 100_003 if mode == runtime.CPU else 4_000_037
+    rows = [
+        ((1,), F32, "tiny", 0.5),
+        ((3,), BF16, "tiny", 0.1),
+        ((1000,), F32, "tail", 0.0),
+        ((1000,), F16, "tail", 0.1),
+        ((4097,), BF16, "tail", 0.5),
+        ((2049,), F32, "tail", 0.9),
+        ((1537,), F16, "misaligned", 0.25),
+        ((large,), F32, "large", 0.1),
+    ]
+    return [Case(s, d, label, misaligned=label == "misaligned", params=(("p", p),)) for s, d, label, p in rows]
+
+
+register(
+    TaskSpec(
+        name="residual_dropout",
+        chapter="04",
+        title="residual + dropout(x) with a seed: the same mask on every run",
+        entry="residual_dropout",
+        make_inputs=_dropout_inputs,
+        reference=_dropout_reference,
+        baseline=_dropout_torch,
+        cases=_dropout_cases,
+        bytes_moved=lambda case: nbytes(case, 3),
+        flops=lambda case: 3 * case.shape[0],
+        bench_cases=[Case((64 * 2**20,), BF16, "bench", params=(("p", 0.1),))],
+        hints=[
+            "The mask is not stored anywhere: each element's random number is recomputed from the seed "
+            "and the element's index with tl.rand(seed, offsets), where offsets are the global element "
+            "indices (pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)).",
+            "Keep element i when tl.rand(seed, offsets) >= p, and scale the kept values by 1 / (1 - p) so "
+            "the expected value is unchanged: out = residual + where(keep, x / (1 - p), 0).",
+            "Because tl.rand is counter-based, the same seed gives the same mask whatever BLOCK_SIZE you "
+            "pick; if the mask changes between runs or block sizes, the offsets are not the global index.",
+        ],
+    )
+)

@@ -1,0 +1,32 @@
+# Exercise file for task `residual_dropout`: generated from solutions/residual_dropout.py by
+# `python -m course_lib sync-exercises`. Replace each TODO stub with your code, then run
+# `python -m course_lib check residual_dropout`. Your edits are never overwritten by sync-exercises.
+"""out = residual + dropout(x, p) with a seed: the mask is recomputed, never stored, and the same
+seed gives the same mask on every run."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def residual_dropout_kernel(
+    x_ptr,  # the values that go through dropout
+    residual_ptr,  # added as they are
+    out_ptr,
+    n_elements,
+    p,  # probability of dropping an element, 0 <= p < 1
+    seed,  # with the element's index, decides its fate
+    BLOCK_SIZE: tl.constexpr,
+):
+    # TODO: keep element i when tl.rand(seed, i) >= p (i = global index), scale kept values by
+    # TODO: 1 / (1 - p), add the residual, and store in out's dtype.
+    tl.static_assert(False, "not implemented yet: residual_dropout_kernel in exercises/residual_dropout.py")
+
+
+def residual_dropout(x, residual, out, p, seed):
+    """out[:] = residual + dropout(x, p) with the mask given by seed. Returns out."""
+    n_elements = out.numel()
+    BLOCK_SIZE = 2048
+    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    residual_dropout_kernel[grid](x, residual, out, n_elements, p, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=8)
+    return out

@@ -1,0 +1,44 @@
+"""Softmax over rows of any length with a fixed block: one walk for the running max and sum, one to
+write. The row never has to fit in registers."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def online_softmax_kernel(
+    x_ptr,  # input, (n_rows, n_cols), rows stride_x elements apart
+    out_ptr,  # output, rows stride_out elements apart
+    n_cols,
+    stride_x,
+    stride_out,
+    BLOCK_N: tl.constexpr,  # chunk length; rows may be many chunks long
+):
+    row = tl.program_id(axis=0).to(tl.int64)
+    x_row = x_ptr + row * stride_x
+    out_row = out_ptr + row * stride_out
+    cols = tl.arange(0, BLOCK_N)
+    # BEGIN SOLUTION
+    # TODO: first walk: keep the running max m and the running sum s of exp(x - m), rescaling s
+    # TODO: whenever m grows; second walk: store exp(x - m) / s.
+    m = tl.full((), float("-inf"), tl.float32)
+    s = tl.zeros((), tl.float32)
+    for start in range(0, n_cols, BLOCK_N):
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)  # old sum rescaled to m_new
+        m = m_new
+    for start in range(0, n_cols, BLOCK_N):
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        y = tl.exp(x - m) / s
+        tl.store(out_row + start + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    # END SOLUTION
+
+
+def online_softmax(x, out):
+    """out[:] = softmax(x, dim=-1), one row per program, BLOCK_N = 1024 whatever the row length."""
+    n_rows, n_cols = x.shape
+    online_softmax_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_N=1024, num_warps=4)
+    return out
