@@ -342,7 +342,7 @@ def sweep_figure(rows: list[dict], peaks: roofline.Peaks, metric: str = "GB/s", 
         if points:
             ax.plot(*zip(*points), marker="o", label=variant)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     return fig
 
 
@@ -376,7 +376,7 @@ def model_figure(rows: list[dict], peaks: roofline.Peaks, recorded: list[dict], 
     if recorded:
         title = f"{title}\nrecorded on {recorded[0]['provenance']}"
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     return fig
 
 
@@ -399,8 +399,9 @@ def model_plot(spec, rows: list[dict], peaks: roofline.Peaks, recorded: list[dic
     if recorded:
         title += f"\nrecorded on {recorded[0]['provenance']}"
     fig = Figure(figsize=(7.2, 4.4))
-    roofline.plot(points, peaks, dtype, ax=fig.subplots(), title=title)
-    fig.axes[0].title.set_fontsize(10)
+    ax = roofline.plot(points, peaks, dtype, ax=fig.subplots(), title=title)
+    ax.title.set_fontsize(10)
+    ax.legend(fontsize=8, loc="upper left")  # above the roof is empty; the points sit low on the left
     return fig
 
 
@@ -603,8 +604,8 @@ def format_run(run: ConfigRun, n_bytes: int | None = None, peaks: roofline.Peaks
         if n_bytes and peaks is not None:
             fl = roofline.floor(n_bytes, 0, peaks)
             lines.append(
-                f"roofline model: on {peaks.gpu} no configuration can beat {fl.ms * 1e3:.1f} us for these "
-                f"{_si(n_bytes, 'B')} ({_peaks_label(peaks)})."
+                f"roofline model: on {peaks.gpu} no configuration can beat {fl.ms * 1e3:.3g} us for these "
+                f"{_si(n_bytes, 'B')} ({_peaks_label(peaks)}; a launch's few microseconds not counted)."
             )
     if run.check:
         lines.append(f"check: {run.check}")

@@ -127,10 +127,13 @@ def sweep_gelu(log):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
+    parser.add_argument("--only", choices=["rows", "gelu"])
     args = parser.parse_args()
     data = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d")}
-    data["rows"] = sweep_rows(print)
-    data["gelu"] = sweep_gelu(print)
+    if args.only != "gelu":
+        data["rows"] = sweep_rows(print)
+    if args.only != "rows":
+        data["gelu"] = sweep_gelu(print)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(data, f, indent=1)

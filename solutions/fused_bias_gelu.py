@@ -31,9 +31,11 @@ def bias_gelu_kernel(
     bias = tl.load(bias_ptr + cols, mask=col_mask).to(tl.float32)  # once per tile, not per row
     u = x + bias[None, :]
     if TANH:
-        inner = 0.7978845608028654 * (u + 0.044715 * u * u * u)  # sqrt(2/pi) * (u + 0.044715 u^3)
-        tanh = 1.0 - 2.0 / (1.0 + tl.exp(2.0 * inner))  # exact at +-inf: exp gives inf or 0
-        y = 0.5 * u * (1.0 + tanh)
+        # 0.5 * u * (1 + tanh(v)) = u * sigmoid(2v), with v = sqrt(2/pi) * (u + 0.044715 u^3): no
+        # 1 + tanh cancellation for negative u, and one exp and one fast divide per element (fp32
+        # GELU at 4 TB/s is close to instruction-bound on an H200).
+        z = 1.5957691216057308 * u * (1.0 + 0.044715 * u * u)
+        y = tl.fdiv(u, 1.0 + tl.exp(-z))  # u / inf = 0 for large negative u
     else:
         y = 0.5 * u * (1.0 + tl.math.erf(u * 0.7071067811865476))  # u / sqrt(2)
     tl.store(out_ptr + rows64[:, None] * stride_out + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
@@ -43,10 +45,10 @@ def bias_gelu_kernel(
 def fused_bias_gelu(x, bias, out, approximate="tanh"):
     """out[:] = gelu(x + bias, approximate) for x of shape (n_rows, n_cols). Returns out."""
     n_rows, n_cols = x.shape
-    # Tiles of 8 x 1024 (fewer rows when rows are short): 8K elements a program, 32 per thread with
-    # 8 warps, wide enough for 16-byte loads.
-    BLOCK_N = min(triton.next_power_of_2(n_cols), 1024)
-    BLOCK_M = min(triton.next_power_of_2(n_rows), max(1, 8192 // BLOCK_N))
+    # Tiles of 4096 elements, up to 2048 columns wide, 8 warps: within 1% of the best of 48 tile
+    # shapes for 8192 x 8192 bf16 and fp32 on an H200 (scripts/sweep_configs.py).
+    BLOCK_N = min(triton.next_power_of_2(n_cols), 2048)
+    BLOCK_M = min(triton.next_power_of_2(n_rows), max(1, 4096 // BLOCK_N))
     grid = (triton.cdiv(n_rows, BLOCK_M), triton.cdiv(n_cols, BLOCK_N))
     bias_gelu_kernel[grid](
         x, bias, out, n_rows, n_cols, x.stride(0), out.stride(0),

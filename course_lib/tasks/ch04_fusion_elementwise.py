@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import Case, TaskSpec, nbytes, output_like, random_tensor, register, runtime
+from . import DEFAULT_TOLERANCE, Case, TaskSpec, Tolerance, nbytes, output_like, random_tensor, register, runtime
 from .philox import rand as philox_rand
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -56,6 +56,11 @@ def _gelu_bytes(case: Case) -> int:
     return nbytes(case, 2) + case.shape[-1] * torch.empty((), dtype=case.dtype).element_size()
 
 
+# float32 erf and exp on a GPU are right to about 1e-7 absolute; for negative u, GELU's 1 + erf(u/sqrt 2)
+# cancels and that error becomes ~4e-5 relative (measured on an H200). Lower precisions keep their limits.
+_GELU_TOLERANCE = dict(DEFAULT_TOLERANCE)
+_GELU_TOLERANCE[F32] = Tolerance(rtol=1e-4, atol=1e-6, norm=1e-4)
+
 register(
     TaskSpec(
         name="fused_bias_gelu",
@@ -65,6 +70,7 @@ register(
         make_inputs=_gelu_inputs,
         reference=_gelu_reference,
         cases=_gelu_cases,
+        tolerance=_GELU_TOLERANCE,
         bytes_moved=_gelu_bytes,
         # about 10 FLOPs an element for the bias and either GELU form (exp/erf counted as one):
         # far below the ridge point, so memory sets the speed either way.
@@ -80,8 +86,8 @@ register(
             "Use a 2-D grid: program (pid_m, pid_n) owns rows pid_m*BLOCK_M ... and columns "
             "pid_n*BLOCK_N ...; load the bias for those columns once and broadcast it with b[None, :].",
             "Compute in float32 (x.to(tl.float32)) and cast on the store. tanh form: "
-            "0.5*u*(1 + tanh(0.7978845608*(u + 0.044715*u^3))), with tanh(v) = 1 - 2/(1 + exp(2v)); "
-            "erf form: 0.5*u*(1 + erf(u/sqrt(2))) with tl.math.erf.",
+            "0.5*u*(1 + tanh(v)) with v = 0.7978845608*(u + 0.044715*u^3), which equals u * sigmoid(2v) "
+            "= u / (1 + exp(-2v)); erf form: 0.5*u*(1 + erf(u/sqrt(2))) with tl.math.erf.",
             "Pick the form with a tl.constexpr flag so each form compiles to its own kernel with no "
             "branch inside; mask both dimensions: (rows[:, None] < n_rows) & (cols[None, :] < n_cols).",
         ],
