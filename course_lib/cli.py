@@ -145,7 +145,8 @@ def _cmd_bench(args) -> int:
     unknown = [n for n in names if not tasks.get(n).bench_cases]
     for n in unknown:
         print(f"{n}: no benchmark cases")
-    bench.run([n for n in names if n not in unknown], record=args.record, source=args.source or "solutions")
+    chosen = [n for n in names if n not in unknown]
+    bench.run(chosen, record=args.record, source=args.source or "solutions", dtype=args.dtype)
     return 0
 
 
@@ -194,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--all", action="store_true")
     b.add_argument("--record", help="write the records here, e.g. results/h200.json")
     b.add_argument("--source", help="time the task files in this folder (default solutions/)")
+    b.add_argument("--dtype", help="only the benchmark cases of this dtype, e.g. float32")
 
     h = sub.add_parser("hint", help="the next hint for a task (or hint N)")
     h.add_argument("task")

@@ -10,6 +10,7 @@ in the interpreter).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import multiprocessing
 import os
@@ -17,8 +18,10 @@ import re
 import secrets
 import sys
 import tempfile
+import threading
 import time
 import traceback
+import types
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -274,6 +277,14 @@ def _dtype_list(cases: list[tasks.Case]) -> str:
     return ", ".join(names)
 
 
+def _source_flag(source_dir: Path) -> str:
+    if source_dir == resolve_source("exercises"):
+        return ""
+    if source_dir == resolve_source("solutions"):
+        return " --solutions"
+    return f" --source {_display(source_dir)}"
+
+
 def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: int | None = None) -> TaskResult:
     """Grade one task in this process (the isolated worker calls this)."""
     spec = tasks.get(task)
@@ -324,9 +335,7 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
         f"failed {len(failures)} of {len(cases)} cases: {failed_labels}",
         f"first failure: {case.describe()}, seed {case_seed}",
         *details,
-        f"reproduce: python -m course_lib check {task}"
-        + (" --solutions" if source_dir.name == "solutions" else "")
-        + f" --seed {seed}",
+        f"reproduce: python -m course_lib check {task}{_source_flag(source_dir)} --seed {seed}",
     ]
     return result
 
@@ -349,6 +358,28 @@ def _context():
         else:
             _CONTEXT = multiprocessing.get_context("spawn")
     return _CONTEXT
+
+
+_START_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _no_main_module():
+    """Start the worker without the caller's main module.
+
+    multiprocessing re-imports the parent's ``__main__`` in every child (by name, or by path from
+    its ``__file__``). A notebook, or a script calling check() without an ``if __name__ ==
+    "__main__"`` guard, would then run again inside each grading process. The worker needs nothing
+    from it, so the caller's main module is hidden while the process starts."""
+    real = sys.modules.get("__main__")
+    stand_in = types.ModuleType("__main__")
+    stand_in.__spec__ = None
+    sys.modules["__main__"] = stand_in
+    try:
+        yield
+    finally:
+        if real is not None:
+            sys.modules["__main__"] = real
 
 
 def _child(conn, task: str, source: str, seed: int, log_path: str) -> None:
@@ -390,7 +421,8 @@ def grade_isolated(task: str, source: str | os.PathLike, seed: int, timeout: flo
     os.close(fd)
     start = time.perf_counter()
     proc = ctx.Process(target=_child, args=(send, task, str(source), seed, log_path), daemon=True)
-    proc.start()
+    with _START_LOCK, _no_main_module():
+        proc.start()
     send.close()
     payload = None
     timed_out = not receive.poll(timeout)

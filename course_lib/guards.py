@@ -491,6 +491,33 @@ def _install_bf16_dot_fix(builder_cls) -> None:
     builder_cls._course_bf16_dot = True
 
 
+def _install_clean_globals(interp) -> None:
+    """Stop Triton's interpreter from planting its own ``__file__`` (and other dunder names) in the
+    namespace of the module that defines a kernel.
+
+    ``FunctionRewriter._compile_and_exec`` (3.6 to 3.9) copies every global of interpreter.py that
+    the kernel's module lacks into that module. A notebook's ``__main__`` has no ``__file__``, so
+    after its first kernel ran it claimed to be interpreter.py. The rewritten kernel needs none of
+    the dunder names, so they are removed again."""
+    rewriter = getattr(interp, "FunctionRewriter", None)
+    original = getattr(rewriter, "_compile_and_exec", None)
+    if original is None or getattr(original, "_course_clean", False):
+        return
+
+    def compile_and_exec(self, transformed_ast):
+        namespace = self.fn.__globals__
+        before = set(namespace)
+        try:
+            return original(self, transformed_ast)
+        finally:
+            for name in set(namespace) - before:
+                if name.startswith("__") and name.endswith("__"):
+                    del namespace[name]
+
+    compile_and_exec._course_clean = True  # type: ignore[attr-defined]
+    rewriter._compile_and_exec = compile_and_exec
+
+
 def _install_interpreter_autotune() -> None:
     """In the interpreter there is nothing to time: ``triton.autotune`` would call do_bench, which
     needs a GPU. Run each config once instead (so every config is checked for correctness, bounds
@@ -530,4 +557,5 @@ def install() -> None:
         _install_bf16_dot_fix(interp.InterpreterBuilder)
         _install_bf16_arith_fix(interp.InterpreterBuilder)
         _install_interpreter_autotune()
+        _install_clean_globals(interp)
     _installed = True

@@ -2,8 +2,6 @@
 one for the grader to catch, and read the interpreter's wall clock (to show that it is no GPU clock).
 
 Nothing heavy is imported at module level: IPython, difflib and time load inside the functions.
-Importing it in CPU mode also keeps the interpreter from breaking ``check()`` in notebooks (see
-``_keep_notebook_globals_clean``); Triton's interpreter is already loaded by then.
 """
 
 from __future__ import annotations
@@ -52,6 +50,7 @@ class Variant:
     folder: Path
     origin: str  # the file it was copied from, as the course names it
     changes: list[tuple[int, str, str]] = field(default_factory=list)  # (line, before, after)
+    _folder_owner: object = field(default=None, repr=False)  # a TemporaryDirectory, removed with the Variant
 
     def __repr__(self) -> str:
         lines = [f"{self.task}.py: a copy of {self.origin} in {self.folder}, with these changes:"]
@@ -65,7 +64,8 @@ def write_variant(task: str, replace: dict[str, str], source: str = "solutions",
     """Copy ``source/<task>.py`` into a fresh folder with each key of ``replace`` swapped for its value.
 
     Each text to replace must occur exactly once, so a lesson fails loudly (instead of grading an
-    unchanged copy) when the file it edits has moved on.
+    unchanged copy) when the file it edits has moved on. Without ``folder`` the copy goes to a
+    temporary folder that is removed once the returned Variant is gone (or Python exits).
     """
     import difflib
 
@@ -77,7 +77,8 @@ def write_variant(task: str, replace: dict[str, str], source: str = "solutions",
         if found != 1:
             raise ValueError(f"{path.name}: {before!r} occurs {found} times; expected exactly once")
         text = text.replace(before, after)
-    target = Path(folder) if folder else Path(tempfile.mkdtemp(prefix=f"course-{task}-variant-"))
+    owner = None if folder else tempfile.TemporaryDirectory(prefix=f"course-{task}-variant-")
+    target = Path(folder) if folder else Path(owner.name)
     target.mkdir(parents=True, exist_ok=True)
     (target / path.name).write_text(text)
 
@@ -92,47 +93,7 @@ def write_variant(task: str, replace: dict[str, str], source: str = "solutions",
             after = new_lines[j1 + k].strip() if j1 + k < j2 else ""
             changes.append((j1 + k + 1, before, after))
     origin = f"{source}/{path.name}" if source in ("exercises", "solutions") else str(path)
-    return Variant(task, target, origin, changes)
-
-
-def _keep_notebook_globals_clean() -> None:
-    """Stop Triton's interpreter from planting ``__file__`` in a notebook's namespace.
-
-    When it first runs a kernel, the interpreter (3.9's ``FunctionRewriter._compile_and_exec``)
-    copies every global of ``triton/runtime/interpreter.py`` that the kernel's module lacks into
-    that module's namespace, ``__file__`` included. A notebook's ``__main__`` has no ``__file__``,
-    so after the first kernel defined in a notebook has run it claims to be interpreter.py; the
-    grader's forkserver then re-runs that file as the main script of every grading process, which
-    dies on a relative import and ``check()`` reports CRASH. This removes the dunder names the
-    rewrite added; the rewritten kernel needs none of them.
-
-    It belongs with the other interpreter hooks in ``guards`` (for notebooks that never import this
-    module); it lives here until it moves there.
-    """
-    if not runtime.is_cpu():
-        return
-    import triton.runtime.interpreter as interp
-
-    rewriter = getattr(interp, "FunctionRewriter", None)
-    original = getattr(rewriter, "_compile_and_exec", None)
-    if original is None or getattr(original, "_course_clean", False):
-        return
-
-    def compile_and_exec(self, transformed_ast):
-        namespace = self.fn.__globals__
-        before = set(namespace)
-        try:
-            return original(self, transformed_ast)
-        finally:
-            for name in set(namespace) - before:
-                if name.startswith("__") and name.endswith("__"):
-                    del namespace[name]
-
-    compile_and_exec._course_clean = True  # type: ignore[attr-defined]
-    rewriter._compile_and_exec = compile_and_exec
-
-
-_keep_notebook_globals_clean()
+    return Variant(task, target, origin, changes, owner)
 
 
 def interpreter_seconds(launch, repeat: int = 3) -> float:

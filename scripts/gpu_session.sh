@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Everything the course checks and measures on a GPU, in one call (the lent GPU machine has no
-# package registry: run from the checkout with PYTHONPATH, no install). Outputs go to $OUT:
-#   doctor.txt, check_solutions.txt, check_exercises.txt, wrong_submissions.txt,
-#   bench.json (python -m course_lib bench --all --record), traffic_validation.json
-# Usage: OUT=/some/dir bash scripts/gpu_session.sh [bench-tasks...]
+# Everything the course checks and measures on a GPU, in one call. The lent GPU machine has no
+# package registry: this runs from the checkout with PYTHONPATH, no install. Outputs go to $OUT.
+#   OUT=/some/dir bash scripts/gpu_session.sh [steps...]
+# steps (default: all but sweep): doctor check wrong bench traffic capture sweep
+# BENCH_TASKS="softmax layernorm" limits the bench step; BENCH_DTYPE=float32 its cases.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -11,40 +11,47 @@ export COURSE_PROGRESS="${TMPDIR:-/tmp}/course-progress.json" COURSE_CACHE="${TM
 OUT="${OUT:-results/session}"
 mkdir -p "$OUT"
 py=python3
-
+steps="${*:-doctor check wrong bench traffic capture}"
+quiet() { grep -v -i -E "warn|online softmax|split the reduction|important use case|^softmax\.$|^$"; }
 step() { printf '\n===== %s\n' "$1"; }
+has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
-step doctor
-$py -m course_lib doctor 2>&1 | tee "$OUT/doctor.txt"
-
-step "check --all --solutions (compiled for the GPU)"
-$py -m course_lib check --all --solutions 2>&1 | tee "$OUT/check_solutions.txt"
-echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/check_solutions.txt"
-
-step "check --all on untouched exercises (must fail cleanly)"
-$py -m course_lib check --all > "$OUT/check_exercises.txt" 2>&1
-echo "exit $?" >> "$OUT/check_exercises.txt"
-cat "$OUT/check_exercises.txt"
-
-step "wrong submissions on the GPU"
-: > "$OUT/wrong_submissions.txt"
-for dir in tests/wrong/*/; do
-  for file in "$dir"*.py; do
-    [ -e "$file" ] || continue
-    task=$(basename "$file" .py)
-    echo "--- $(basename "$dir") / $task" >> "$OUT/wrong_submissions.txt"
-    timeout 300 $py -m course_lib check "$task" --source "$dir" --timeout 60 >> "$OUT/wrong_submissions.txt" 2>&1
-    echo "exit $?" >> "$OUT/wrong_submissions.txt"
-  done
-done
-grep -c "^--- " "$OUT/wrong_submissions.txt" || true
-
-step "bench"
-if [ "$#" -gt 0 ]; then
-  for task in "$@"; do $py -m course_lib bench "$task" --record "$OUT/bench_$task.json"; done
-else
-  $py -m course_lib bench --all --record "$OUT/bench.json"
+if has doctor; then
+  step doctor
+  $py -m course_lib doctor 2>&1 | tee "$OUT/doctor.txt"
 fi
-
-step "traffic model against measured copies"
-$py -m course_lib.validate_traffic --record "$OUT/traffic_validation.json"
+if has check; then
+  step "check --all --solutions (compiled for the GPU), then the untouched exercises"
+  $py -m course_lib check --all --solutions 2>&1 | tee "$OUT/check_solutions.txt"
+  $py -m course_lib check --all > "$OUT/check_exercises.txt" 2>&1
+  echo "exit $?" >> "$OUT/check_exercises.txt"
+  tail -3 "$OUT/check_exercises.txt"
+fi
+if has wrong; then
+  step "wrong submissions on the GPU"
+  for case in no_mask off_by_one grid_too_small writes_past_end unwritten_output torch_cheat low_precision hang crash; do
+    for file in tests/wrong/$case/*.py; do
+      task=$(basename "$file" .py)
+      printf -- '--- %s / %s: ' "$case" "$task"
+      timeout 200 $py -m course_lib check "$task" --source "tests/wrong/$case" --timeout 60 2>&1 | head -1
+    done
+  done 2>&1 | tee "$OUT/wrong_submissions.txt"
+fi
+if has sweep; then
+  step "config sweeps"
+  $py scripts/sweep_configs.py --out "$OUT/sweep.json" 2>&1 | quiet
+fi
+if has bench; then
+  step bench
+  for task in ${BENCH_TASKS:-vector_copy vector_add scaled_add fused_bias_gelu residual_dropout softmax layernorm}; do
+    $py -m course_lib bench "$task" ${BENCH_DTYPE:+--dtype $BENCH_DTYPE} --record "$OUT/bench_$task.json" 2>&1 | quiet
+  done
+fi
+if has traffic; then
+  step "traffic model against measured copies"
+  $py -m course_lib.validate_traffic --record "$OUT/traffic_validation.json"
+fi
+if has capture; then
+  step "what torch.compile generates for bias + GELU"
+  $py -c "from course_lib.compilation import capture_inductor_code as c; c('$OUT/torch_compile_bias_gelu_h200.json')" 2>&1 | tail -3
+fi
