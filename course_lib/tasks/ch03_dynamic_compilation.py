@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import guards, runtime
-from ..compilation import autotuners_in
+from ..compilation import autotuners_in, describe_config
 from . import Case, TaskSpec, elementwise_cases, nbytes, output_like, random_tensor, register
 
 
@@ -55,11 +55,6 @@ def _cache_entries(tuners: dict) -> int:
     return sum(len(t.cache) for t in tuners.values())
 
 
-def _config_text(config) -> str:
-    kwargs = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
-    return f"{kwargs}, num_warps={config.num_warps}, num_stages={config.num_stages}"
-
-
 def _autotune_checks(module, entry) -> list[tuple[bool, str, list[str]]]:
     tuners = autotuners_in(module)
     if not tuners:
@@ -103,9 +98,9 @@ def _autotune_checks(module, entry) -> list[tuple[bool, str, list[str]]]:
                 f"{SAME_CLASS_SIZES[0]} and {SAME_CLASS_SIZES[-1]} ({keys})",
                 [
                     "The autotuner times every config again for each new value of its key. Keyed on the exact",
-                    "length, every new length pays for a full round of timing (and on a GPU, every config's",
-                    "compile the first time). Pass a size class as an extra argument, e.g.",
-                    "triton.next_power_of_2(n_elements), and key on that: lengths in one class share a config.",
+                    "length, every new length pays for a full round of timing (on a GPU, each config is run",
+                    "dozens of times) before the launch you asked for. Pass a size class as an extra argument,",
+                    "e.g. triton.next_power_of_2(n_elements), and key on it: lengths in one class share a config.",
                 ],
             )
         ]
@@ -115,8 +110,8 @@ def _autotune_checks(module, entry) -> list[tuple[bool, str, list[str]]]:
         return [
             (
                 False,
-                f"the key does not follow the size: lengths {SAME_CLASS_SIZES[-1]} and {OTHER_CLASS_SIZE}, 4x "
-                f"apart, share one tuning ({keys})",
+                f"the key does not follow the size: lengths {SAME_CLASS_SIZES[-1]} and {OTHER_CLASS_SIZE}, "
+                f"{OTHER_CLASS_SIZE / SAME_CLASS_SIZES[-1]:.0f}x apart, share one tuning ({keys})",
                 [
                     "A key that does not change with the size tunes once, for whatever length comes first,",
                     "and uses that config for every other length. Key on a size class that changes when the",
@@ -141,7 +136,7 @@ def _speed_check(tuners: dict, entry) -> tuple[bool, str, list[str]]:
         try:
             for config in configs:
                 tuner.configs, tuner.cache = [config], {}  # one config: the autotuner just uses it
-                rows.append((f"{name}: {_config_text(config)}", bench(call)))
+                rows.append((f"{name}: {describe_config(config)}", bench(call)))
         finally:
             tuner.configs, tuner.cache = configs, cache
     best_label, best = min(rows, key=lambda r: r[1].median_ms)

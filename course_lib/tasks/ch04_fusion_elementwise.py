@@ -41,6 +41,8 @@ def _gelu_cases(mode: str) -> list[Case]:
         ((5, 4096), BF16, "tail", "tanh"),
         ((9, 777), F32, "tail", "tanh"),
         ((64, 300), F16, "tail", "none"),
+        ((8, 2048), F32, "whole tiles", "tanh"),  # shapes that tiles divide exactly
+        ((16, 1024), BF16, "whole tiles", "none"),
         ((17, 1537), F16, "misaligned", "tanh"),
         ((3, 255), BF16, "misaligned", "none"),
         (large, F32, "large", "tanh"),
