@@ -235,7 +235,15 @@ def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> t
 
     for name, t in before.items():
         if not torch.equal(inputs[name], t):
-            return False, f"the kernel changed the input `{name}`: inputs are read-only", [], FAIL
+            return (
+                False,
+                (
+                    f"the kernel changed the input `{name}`: inputs are read-only (if nothing stores to it on "
+                    "purpose, a store ran past the end of another tensor into it: check the masks)"
+                ),
+                [],
+                FAIL,
+            )
     if spec.outputs:
         got = inputs[spec.outputs[0]]
         changed = _guard_intact(got, buffers[spec.outputs[0]])
