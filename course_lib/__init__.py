@@ -49,4 +49,27 @@ def doctor() -> bool:
     return _doctor.usable(found)
 
 
+_SUBMODULES = {
+    "bench",
+    "compilation",
+    "lesson",
+    "progress",
+    "results",
+    "roofline",
+    "tasks",
+    "timing",
+    "traffic",
+    "widgets",
+}
+
+
+def __getattr__(name: str):
+    """``course_lib.widgets`` and the other modules load on first use (widgets need ipywidgets)."""
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'course_lib' has no attribute {name!r}")
+
+
 __all__ = ["MODE", "check", "doctor", "hint", "runtime"]

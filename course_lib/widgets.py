@@ -20,8 +20,10 @@ line never need them.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -58,7 +60,7 @@ def _dtype_name(dtype) -> str:
 
 
 def _pre(text: str) -> str:
-    return f'<pre style="margin:0; font-size:12px; line-height:1.35">{html.escape(text)}</pre>'
+    return f'<pre style="margin:0; font-size:12px; line-height:1.35; white-space:pre-wrap">{html.escape(text)}</pre>'
 
 
 def _heading(text: str, note: str = "") -> str:
@@ -140,21 +142,21 @@ def amdahl_calculator(total_ms: float = 100.0, part_ms: float = 40.0, speedup: f
 
     style = {"description_width": "170px"}
     layout = w.Layout(width="520px")
-    total = w.FloatSlider(
-        value=total_ms, min=1, max=1000, step=1, description="request time (ms)", style=style, layout=layout
-    )
-    part = w.FloatSlider(
-        value=part_ms, min=0, max=total_ms, step=0.5, description="the part's time (ms)", style=style, layout=layout
-    )
-    factor = w.FloatSlider(
-        value=speedup, min=1, max=100, step=0.5, description="the part's speed-up (x)", style=style, layout=layout
-    )
+    common = {"style": style, "layout": layout, "readout_format": ".1f"}
+    total = w.FloatSlider(value=total_ms, min=1, max=1000, step=1, description="request time (ms)", **common)
+    part = w.FloatSlider(value=part_ms, min=0, max=total_ms, step=0.5, description="the part's time (ms)", **common)
+    factor = w.FloatSlider(value=speedup, min=1, max=100, step=0.5, description="the part's speed-up (x)", **common)
     answer = w.HTML()
     bars = w.HTML()
 
     def update(_=None):
         part.max = total.value  # the part cannot be longer than the request (this also clamps it)
-        answer.value = _pre(amdahl_text(total.value, part.value, factor.value))
+        new_total, overall = amdahl(total.value, part.value, factor.value)
+        answer.value = (
+            f'<div style="font-size:15px; margin:4px 0">new total <b>{new_total:.1f} ms</b> '
+            f"(was {total.value:.1f} ms): <b>{overall:.2f}x</b> faster overall</div>"
+            + _pre(amdahl_text(total.value, part.value, factor.value))
+        )
         bars.value = _amdahl_bars(total.value, part.value, factor.value)
 
     for slider in (total, part, factor):
@@ -185,18 +187,37 @@ def _peaks_label(peaks: roofline.Peaks) -> str:
     return f"{peaks.bandwidth_gbs:,.0f} GB/s, {where}"
 
 
+def base_case(task):
+    """The case a sweep scales: the task's first benchmark case, else its largest CPU test case."""
+    spec = _spec(task)
+    if spec.bench_cases:
+        return spec.bench_cases[0]
+    cases = [c for c in spec.cases(runtime.CPU) if c.shape and not c.misaligned]
+    if not cases or spec.bytes_moved is None:
+        raise ValueError(f"{spec.name} has no kernel to benchmark (no benchmark shape and no bytes model)")
+    return max(cases, key=lambda c: math.prod(c.shape))
+
+
 def default_sizes(task) -> list[tuple[int, ...]]:
-    """Shapes for a sweep, up to the task's benchmark shape: 1-D lengths 4x apart, N-D shapes halved."""
-    shape = tuple(_spec(task).bench_cases[0].shape)
+    """Shapes for a sweep, ending at the benchmark shape.
+
+    The task's own benchmark shapes when it lists several of one dtype (softmax: rows of 512 to 8192);
+    otherwise 1-D lengths 4x apart from 4096 up, or N-D shapes halved three times.
+    """
+    spec = _spec(task)
+    base = base_case(spec)
+    same = list(dict.fromkeys(tuple(c.shape) for c in spec.bench_cases if c.dtype == base.dtype))
+    if len(same) >= 3:
+        return same
+    shape = tuple(base.shape)
     if len(shape) == 1:
         return [(shape[0] >> k,) for k in range(16, -1, -2) if shape[0] >> k >= 1]
     return [tuple(max(16, d >> k) for d in shape) for k in (3, 2, 1, 0)]
 
 
 def _case(spec, shape, label: str):
-    from .tasks import Case
-
-    return Case(tuple(shape), spec.bench_cases[0].dtype, label)
+    """The base case at another shape (same dtype and task options)."""
+    return dataclasses.replace(base_case(spec), shape=tuple(shape), label=label, misaligned=False)
 
 
 def metric_for(n_bytes: int, n_flops: int, dtype: str = "float32", peaks: roofline.Peaks | None = None) -> str:
@@ -244,10 +265,8 @@ def model_table(rows: list[dict], peaks: roofline.Peaks) -> str:
             f"  {str(r['shape']):<16}{_si(r['bytes'], 'B'):>13}{_si(r['flops'], ''):>11}"
             f"{r['floor_ms'] * 1e3:>9.2f} us{r['best_gbs']:>11,.0f}{r['best_tflops']:>14.2f}  {r['bound']}"
         )
-    lines.append(
-        "  floor = max(bytes / bandwidth, FLOPs / FLOP rate). It leaves out the few microseconds a launch "
-        "costs, which dominate below about a megabyte."
-    )
+    lines.append("floor = max(bytes / bandwidth, FLOPs / FLOP rate), leaving out the few microseconds a launch costs")
+    lines.append("(they dominate below about a megabyte).")
     return "\n".join(lines)
 
 
@@ -257,7 +276,7 @@ def model_table(rows: list[dict], peaks: roofline.Peaks) -> str:
 
 def traffic_shape(task) -> tuple[int, ...]:
     """A small shape of the task for the interpreter: 16,384 elements, or N-D dims of at most 128."""
-    shape = tuple(_spec(task).bench_cases[0].shape)
+    shape = tuple(base_case(task).shape)
     if len(shape) == 1:
         return (min(shape[0], TRAFFIC_ELEMENTS),)
     return tuple(min(d, 128) for d in shape)
@@ -292,11 +311,18 @@ def traffic_text(rec: traffic.Recorder) -> str:
 # the GPU sweep
 
 
-def sweep(task, sizes=None, source: str = "solutions", progress: Callable[[str], None] | None = None) -> list[dict]:
+def sweep(
+    task,
+    sizes=None,
+    source: str = "solutions",
+    progress: Callable[[str], None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[dict]:
     """Time the solution and the torch baselines at each size (GPU only), as benchmark records.
 
     Each size goes through the same protocol as ``python -m course_lib bench``: the solution is
-    checked against torch first, then timed (twice), then torch eager and torch.compile.
+    checked against the reference first (a size where it disagrees gets no rows), then timed
+    (twice), then torch eager and torch.compile. ``log`` gets bench's line per row and per mismatch.
     """
     timing._require_gpu()
     import torch
@@ -306,11 +332,10 @@ def sweep(task, sizes=None, source: str = "solutions", progress: Callable[[str],
     spec = _spec(task)
     _, entry, _ = grading._load_module(spec, grading.resolve_source(source))
     peaks = roofline.gpu_peaks()
-    notes: list[str] = []
     rows = []
     for shape in sizes or default_sizes(spec):
         case = _case(spec, shape, "sweep")
-        rows += bench._bench_case(spec, entry, case, peaks, notes.append)
+        rows += bench._bench_case(spec, entry, case, peaks, log or (lambda line: None))
         torch.cuda.empty_cache()
         if progress:
             progress(str(tuple(shape)))
@@ -419,8 +444,11 @@ def benchmark_panel(task, sizes=None, source: str = "solutions", run: bool = Tru
     import ipywidgets as w
 
     spec = _spec(task)
-    sizes = [tuple(s) if isinstance(s, (tuple, list)) else (int(s),) for s in (sizes or default_sizes(spec))]
     title = w.HTML(_heading(f"{spec.name}: {spec.title}", runtime.describe_mode()))
+    try:
+        sizes = [tuple(s) if isinstance(s, (tuple, list)) else (int(s),) for s in (sizes or default_sizes(spec))]
+    except ValueError as e:  # a task that is no kernel (a cost-model exercise, say)
+        return w.VBox([title, w.HTML(_pre(str(e)))])
     if runtime.is_cpu():
         return w.VBox([title, *_cpu_sections(spec, sizes, source)])
 
@@ -442,15 +470,24 @@ def benchmark_panel(task, sizes=None, source: str = "solutions", run: bool = Tru
                 rows = sweep(spec, sizes, source, progress=lambda _: bar.update(1))
                 bar.close()
             peaks = roofline.gpu_peaks()
-            first = rows[0] if rows else {"bytes": 0, "flops": 0, "dtype": "float32"}
-            metric = metric_for(first["bytes"], first["flops"], first["dtype"], peaks)
+            last = rows[-1] if rows else {"bytes": 0, "flops": 0, "dtype": "float32"}
+            metric = metric_for(last["bytes"], last["flops"], last["dtype"], peaks)
             gpu = runtime.gpu_info().name
-            fig = sweep_figure(rows, peaks, metric, f"{spec.name} {first['dtype']} on {gpu}, measured now")
+            fig = sweep_figure(rows, peaks, metric, f"{spec.name} {last['dtype']} on {gpu}, measured now")
             figure_box.children = [_image(fig)]
             table.value = _pre(
                 f"measured now on {gpu} (timing.bench: do_bench median, L2 flushed):\n{sweep_table(rows, metric)}"
             )
-            status.value = ""
+            timed = {tuple(r["shape"]) for r in rows}
+            wrong = [shape for shape in sizes if shape not in timed]
+            status.value = (
+                _pre(
+                    f"not timed at {', '.join(map(str, wrong))}: the solution disagrees with the reference there "
+                    f"(python -m course_lib check {spec.name} says where)."
+                )
+                if wrong
+                else ""
+            )
         except Exception as e:  # a panel reports; it does not crash the notebook
             status.value = _pre(f"the sweep stopped: {type(e).__name__}: {e}")
         finally:
@@ -696,7 +733,10 @@ def tuner(
             seen.add(key)
         runs.append(run)
         result.value = _pre(format_run(run, n_bytes, peaks))
-        history.value = _heading("runs so far") + _pre("\n".join(_history_line(r) for r in runs))
+        timed = [r for r in runs if r.measured is not None]
+        fastest = min(timed, key=lambda r: r.measured.median_ms) if len(timed) > 1 else None
+        lines = [_history_line(r) + ("  <- fastest" if r is fastest else "") for r in runs]
+        history.value = _heading("runs so far") + _pre("\n".join(lines))
 
     button.on_click(go)
     note = (

@@ -31,8 +31,13 @@ def _run(triton_dir: str, *args: str, tmp_path: Path) -> subprocess.CompletedPro
 
 def _version(triton_dir: str, tmp_path: Path) -> str:
     env = dict(os.environ, PYTHONPATH=triton_dir)
-    out = subprocess.run([sys.executable, "-c", "import triton; print(triton.__version__)"], env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import triton; print(triton.__version__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 
