@@ -41,10 +41,11 @@ def _task_names(args) -> list[str]:
 
     if args.all:
         return [t.name for t in tasks.all_tasks()]
-    if not args.task:
+    names = args.task if isinstance(args.task, list) else [args.task] if args.task else []
+    if not names:
         raise SystemExit("name a task or use --all (python -m course_lib list shows the tasks)")
     try:
-        return [tasks.get(args.task).name]
+        return [tasks.get(name).name for name in names]
     except KeyError as e:
         raise SystemExit(str(e.args[0])) from None
 
@@ -172,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="tasks by chapter with your status")
 
     c = sub.add_parser("check", help="grade exercises/ (or solutions/); exit 0 iff all pass")
-    c.add_argument("task", nargs="?")
+    c.add_argument("task", nargs="*", help="one or more tasks")
     c.add_argument("--all", action="store_true", help="every task")
     c.add_argument("--solutions", action="store_true", help="grade solutions/ instead of exercises/")
     c.add_argument("--source", help="grade the task files in this folder instead")

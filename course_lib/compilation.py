@@ -257,6 +257,16 @@ def lines_with(text: str, pattern: str, limit: int | None = None) -> list[str]:
     return found if limit is None else found[:limit]
 
 
+_LOCATION = re.compile(r"\s*\bloc\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
+
+
+def strip_locations(ir: str) -> str:
+    """MLIR text (TTIR, TTGIR) without its source locations: ``loc(#loc3)``, ``loc("x_ptr"(#loc))``
+    and the ``#locN = ...`` lines that define them."""
+    kept = [line for line in ir.splitlines() if not re.match(r"\s*#loc\d* = ", line)]
+    return "\n".join(_LOCATION.sub("", line) for line in kept)
+
+
 # ld.global.v4.b32, ld.global.nc.L1::evict_last.v2.b16, st.global.b32, ... : vector count and bits
 _ACCESS = re.compile(r"\b(ld|st)\.global((?:\.[\w:]+)*)")
 
@@ -355,6 +365,12 @@ def jit_cache_keys(kernel) -> list:
 
 # --------------------------------------------------------------------------------------------------
 # autotuners
+
+
+def describe_config(config) -> str:
+    """A triton.Config as one short line: its meta-parameters, then num_warps and num_stages."""
+    kwargs = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
+    return f"{kwargs}, num_warps={config.num_warps}, num_stages={config.num_stages}"
 
 
 def autotuners_in(namespace) -> dict[str, object]:
