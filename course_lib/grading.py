@@ -334,6 +334,10 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
     if not failures:
         result.status = PASS
         result.summary = f"{len(cases)} cases ({_dtype_list(cases)}) passed in {result.seconds:.1f} s"
+        if runtime.is_gpu() and os.environ.get("COURSE_PERF", "1") != "0":
+            from .bench import performance_note
+
+            result.details = performance_note(spec, entry)
         return result
     case, case_seed, summary, details, status = failures[0]
     result.status = CRASH if status == CRASH else FAIL
@@ -487,6 +491,14 @@ def grade(
     """Grade tasks, each in its own process, ``jobs`` at a time. Never raises for a learner's bug."""
     seed = secrets.randbelow(2**31) if seed is None else seed
     specs = [tasks.get(name) for name in task_names]
+    if runtime.is_gpu():
+        # one task at a time: passing kernels are timed, and timings must not share the GPU; the
+        # roofline's peaks are measured (once per GPU, then cached) before any child needs them
+        jobs = 1
+        if any(s.bench_cases for s in specs) and os.environ.get("COURSE_PERF", "1") != "0":
+            from .roofline import gpu_peaks
+
+            gpu_peaks()
     jobs = jobs or min(4, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [pool.submit(grade_isolated, s.name, source, seed, timeout or s.timeout_s) for s in specs]
