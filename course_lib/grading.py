@@ -100,7 +100,7 @@ def _load_module(spec: tasks.TaskSpec, source_dir: Path):
         ) from e
     entry = getattr(module, spec.entry, None)
     if not callable(entry):
-        raise _NotGradable(FAIL, f"{_display(path)} has no function `{spec.entry}` (the launcher the grader calls)")
+        raise _NotGradable(FAIL, f"{_display(path)} has no function `{spec.entry}` (the grader calls it)")
     return module, entry, path
 
 
@@ -276,6 +276,12 @@ def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> t
     return verdict.ok, verdict.summary, verdict.details, PASS if verdict.ok else FAIL
 
 
+def _short(case: tasks.Case) -> str:
+    if not case.shape:  # tasks that are not kernels label their cases themselves
+        return case.label
+    return f"{case.label} {tuple(case.shape)} {str(case.dtype).replace('torch.', '')}"
+
+
 def _dtype_list(cases: list[tasks.Case]) -> str:
     names = []
     for c in cases:
@@ -315,9 +321,13 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
             result.cases_passed += 1
             continue
         if status == TODO:
-            result.status, result.summary = TODO, summary
-            result.seconds = time.perf_counter() - start
-            return result
+            if not failures:  # nothing wrong so far: the task is simply unfinished
+                result.status, result.summary = TODO, summary
+                result.seconds = time.perf_counter() - start
+                return result
+            details = [f"({summary}: the cases after this one were not run)"]
+            failures.append((case, case_seed, summary, details, FAIL))
+            break
         failures.append((case, case_seed, summary, details, status))
     if not failures and spec.extra_checks is not None:
         try:
@@ -342,7 +352,7 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
     case, case_seed, summary, details, status = failures[0]
     result.status = CRASH if status == CRASH else FAIL
     result.summary = f"case '{case.label}' {summary}"
-    failed_labels = ", ".join(f"{c.label} {tuple(c.shape)} {str(c.dtype).replace('torch.', '')}" for c, *_ in failures)
+    failed_labels = ", ".join(_short(c) for c, *_ in failures)
     result.details = [
         f"failed {len(failures)} of {len(cases)} cases: {failed_labels}",
         f"first failure: {case.describe()}, seed {case_seed}",

@@ -53,6 +53,8 @@ class Case:
     def describe(self) -> str:
         where = ", misaligned base pointers" if self.misaligned else ""
         extra = "".join(f", {k}={v!r}" for k, v in self.params)
+        if not self.shape:  # not a tensor case (e.g. a cost-model question)
+            return f"{self.label}{extra}"
         return f"{self.label}: shape={tuple(self.shape)} dtype={str(self.dtype).replace('torch.', '')}{where}{extra}"
 
 
