@@ -26,7 +26,7 @@ import time
 import types
 from collections import Counter
 from collections.abc import Iterable
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -311,8 +311,11 @@ def using_cache_dir(path: str | os.PathLike | None = None):
     """Compile into another cache folder (a fresh temporary one when ``path`` is None) inside the block."""
     import triton
 
-    with tempfile.TemporaryDirectory(prefix="triton-cache-") as scratch:
-        folder = Path(path) if path is not None else Path(scratch)
+    with ExitStack() as stack:
+        if path is None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="triton-cache-")))
+        else:
+            folder = Path(path)
         with triton.knobs.cache.scope():
             triton.knobs.cache.dir = str(folder)
             yield folder

@@ -89,7 +89,8 @@ def make_exercise(solution_text: str, task: str) -> str:
         if not todo:
             todo = [f"{pad}# TODO: write this part."]
         fn, is_jit = _enclosing_def(lines, i, indent)
-        message = f"{NOT_IMPLEMENTED}: {fn} in exercises/{task}.py"
+        place = "the module-level code" if fn == "<module>" else fn
+        message = f"{NOT_IMPLEMENTED}: {place} in exercises/{task}.py"
         out.extend(todo)
         if is_jit:
             out.append(f'{pad}tl.static_assert(False, "{message}")')
@@ -145,7 +146,8 @@ def sync(root: Path | None = None, check: bool = False, force: bool = False) -> 
     """Bring exercises/ in line with solutions/. With check=True nothing is written."""
     root = root or course_root()
     sol_dir, ex_dir = root / "solutions", root / "exercises"
-    ex_dir.mkdir(exist_ok=True)
+    if not check:
+        ex_dir.mkdir(exist_ok=True)
     manifest_path = ex_dir / MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     report = SyncReport([], [], [], [], [])

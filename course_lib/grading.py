@@ -94,6 +94,8 @@ def _load_module(spec: tasks.TaskSpec, source_dir: Path):
         mod_spec.loader.exec_module(module)
     except SyntaxError as e:
         raise _NotGradable(FAIL, f"{_display(path)} line {e.lineno}: {e.msg}", [f"  {(e.text or '').rstrip()}"]) from e
+    except NotImplementedError as e:  # a stub at module level (e.g. an autotune wrapper to write)
+        raise _NotGradable(TODO, str(e) or f"{NOT_IMPLEMENTED}: {_display(path)}") from e
     except Exception as e:  # learner code: anything can happen on import
         raise _NotGradable(
             FAIL, f"importing {_display(path)} raised {type(e).__name__}: {e}", _learner_frames(e, path)
@@ -313,7 +315,7 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
         return result
     cases = spec.all_cases(runtime.MODE)
     result.cases_total = len(cases)
-    failures = []
+    failures, notes = [], []
     for i, case in enumerate(cases):
         case_seed = seed + i
         ok, summary, details, status = _run_case(spec, module, entry, path, case, case_seed)
@@ -331,10 +333,12 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
         failures.append((case, case_seed, summary, details, status))
     if not failures and spec.extra_checks is not None:
         try:
-            problems = [(summary, details) for ok, summary, details in spec.extra_checks(module, entry) if not ok]
+            checks = list(spec.extra_checks(module, entry))
+            problems = [(summary, details) for ok, summary, details in checks if not ok]
+            notes = [line for ok, _, details in checks if ok for line in details]
         except Exception as e:
             status, summary, details = _explain(e, path)
-            problems = [(summary, details)]
+            problems, notes = [(summary, details)], []
         if problems:
             result.seconds = time.perf_counter() - start
             result.summary = f"all {len(cases)} cases are right, but {problems[0][0]}"
@@ -344,10 +348,11 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
     if not failures:
         result.status = PASS
         result.summary = f"{len(cases)} cases ({_dtype_list(cases)}) passed in {result.seconds:.1f} s"
+        result.details = list(notes)
         if runtime.is_gpu() and os.environ.get("COURSE_PERF", "1") != "0":
             from .bench import performance_note
 
-            result.details = performance_note(spec, entry)
+            result.details += performance_note(spec, entry)
         return result
     case, case_seed, summary, details, status = failures[0]
     result.status = CRASH if status == CRASH else FAIL

@@ -71,7 +71,11 @@ def _kernel_name(fn_obj) -> str:
     return getattr(fn, "__name__", None) or getattr(fn_obj, "__name__", "kernel")
 
 
-def _wrap_run(cls) -> None:
+def _wrap_run(cls, bounds: bool = True) -> None:
+    """Count launches of ``cls`` (outermost only) and, in the interpreter, check their bounds.
+
+    Wrapping an outer launcher (the autotuner) too makes its benchmarking part of one launch: its
+    torch calls (do_bench flushes L2 with torch) are then Triton's business, not the launcher's."""
     if getattr(cls.run, "_course_wrapped", False):
         return
     original = cls.run
@@ -83,7 +87,7 @@ def _wrap_run(cls) -> None:
         if w is not None:
             w.depth += 1
         try:
-            if runtime.is_cpu():
+            if bounds and runtime.is_cpu():
                 with _bounds_for_launch(self, args, kwargs):
                     return original(self, *args, **kwargs)
             return original(self, *args, **kwargs)
@@ -545,9 +549,12 @@ def install() -> None:
     global _installed
     if _installed:
         return
+    import triton.runtime.autotuner as autotuner
     import triton.runtime.jit as jit
 
     _wrap_run(jit.JITFunction)
+    _wrap_run(autotuner.Autotuner, bounds=False)
+    _wrap_run(autotuner.Heuristics, bounds=False)
     if runtime.is_cpu():
         import triton.runtime.interpreter as interp
 

@@ -12,10 +12,6 @@ import triton
 import triton.language as tl
 
 
-# TODO: decorate the kernel with @triton.autotune(configs=[...], key=[...]) above @triton.jit:
-# TODO: at least two triton.Config({"BLOCK_SIZE": ...}, num_warps=...), and a key (argument names)
-# TODO: that changes with the size class, not with every length.
-raise NotImplementedError("not implemented yet: <module> in exercises/autotuned_axpy.py")
 @triton.jit
 def axpy_kernel(
     x_ptr,  # pointer to x
@@ -28,6 +24,13 @@ def axpy_kernel(
 ):
     # TODO: out = alpha * x + y over this program's block, computed in float32, with a mask.
     tl.static_assert(False, "not implemented yet: axpy_kernel in exercises/autotuned_axpy.py")
+
+
+# TODO: wrap the kernel in the autotuner: axpy_kernel = triton.autotune(configs=[...], key=[...])(axpy_kernel)
+# TODO: (the same as writing @triton.autotune(...) above @triton.jit). At least two configs,
+# TODO: triton.Config({"BLOCK_SIZE": ...}, num_warps=...), and a key (argument names) that changes
+# TODO: with the size class, not with every length.
+raise NotImplementedError("not implemented yet: the module-level code in exercises/autotuned_axpy.py")
 
 
 def autotuned_axpy(alpha, x, y, out):

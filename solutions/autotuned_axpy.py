@@ -9,24 +9,6 @@ import triton
 import triton.language as tl
 
 
-# BEGIN SOLUTION
-# TODO: decorate the kernel with @triton.autotune(configs=[...], key=[...]) above @triton.jit:
-# TODO: at least two triton.Config({"BLOCK_SIZE": ...}, num_warps=...), and a key (argument names)
-# TODO: that changes with the size class, not with every length.
-# 256 to 4096 elements per program, 2 to 8 warps: on an H200 blocks from 256 to 4096 all come within
-# 2% of copy bandwidth on large vectors (GPU_FACTS.md), so the small sizes decide between them.
-# Largest first: in CPU mode the autotuner keeps the first config, and the interpreter runs one
-# program after another, so fewer, larger blocks grade faster there.
-@triton.autotune(
-    configs=[
-        triton.Config({"BLOCK_SIZE": 4096}, num_warps=8),
-        triton.Config({"BLOCK_SIZE": 2048}, num_warps=8),
-        triton.Config({"BLOCK_SIZE": 1024}, num_warps=4),
-        triton.Config({"BLOCK_SIZE": 256}, num_warps=2),
-    ],
-    key=["size_class"],  # not n_elements: a new length in the same class reuses the tuned config
-)
-# END SOLUTION
 @triton.jit
 def axpy_kernel(
     x_ptr,  # pointer to x
@@ -46,6 +28,27 @@ def axpy_kernel(
     y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
     tl.store(out_ptr + offsets, (alpha * x + y).to(out_ptr.dtype.element_ty), mask=mask)
     # END SOLUTION
+
+
+# BEGIN SOLUTION
+# TODO: wrap the kernel in the autotuner: axpy_kernel = triton.autotune(configs=[...], key=[...])(axpy_kernel)
+# TODO: (the same as writing @triton.autotune(...) above @triton.jit). At least two configs,
+# TODO: triton.Config({"BLOCK_SIZE": ...}, num_warps=...), and a key (argument names) that changes
+# TODO: with the size class, not with every length.
+# 256 to 4096 elements per program, 2 to 8 warps: on an H200 blocks from 256 to 4096 all come within
+# 2% of copy bandwidth on large vectors (GPU_FACTS.md), so the small sizes decide between them.
+# Largest first: in CPU mode the autotuner keeps the first config, and the interpreter runs one
+# program after another, so fewer, larger blocks grade faster there.
+axpy_kernel = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_SIZE": 4096}, num_warps=8),
+        triton.Config({"BLOCK_SIZE": 2048}, num_warps=8),
+        triton.Config({"BLOCK_SIZE": 1024}, num_warps=4),
+        triton.Config({"BLOCK_SIZE": 256}, num_warps=2),
+    ],
+    key=["size_class"],  # not n_elements: a new length in the same class reuses the tuned config
+)(axpy_kernel)
+# END SOLUTION
 
 
 def autotuned_axpy(alpha, x, y, out):
