@@ -31,7 +31,15 @@ def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned: bool = True) -> Verdict:
-    """``expected`` is the float64 reference; ``got`` the kernel's output (any float dtype)."""
+    """``expected`` is the float64 reference; ``got`` the kernel's output (any float dtype).
+
+    With ``poisoned``, the output was filled with the grader's marked NaN before the launch, so
+    elements still holding it were never written; other NaNs were computed."""
+    from .guards import still_poisoned
+
+    unwritten = (
+        still_poisoned(got.detach().cpu()).reshape(-1) if poisoned else torch.zeros(got.numel(), dtype=torch.bool)
+    )
     g = got.detach().to("cpu", torch.float64).reshape(-1)
     e = expected.detach().to("cpu", torch.float64).reshape(-1)
     shape = tuple(got.shape)
@@ -51,12 +59,19 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
 
     details = []
     n_nan = int(nan.sum())
+    n_unwritten = int(unwritten.sum())
+    n_computed_nan = n_nan - n_unwritten
     if n_bad:
         details.append(f"{n_bad} of {n} elements differ from the reference ({100.0 * n_bad / n:.3g}%).")
-    if n_nan:
-        hint = " (the grader fills outputs with NaN before the launch: these were never written)" if poisoned else ""
-        first = _index(int(torch.nonzero(nan)[0]), shape)
-        details.append(f"{n_nan} elements are NaN{hint}; the first at index {first}.")
+    if n_unwritten:
+        first = _index(int(torch.nonzero(unwritten)[0]), shape)
+        details.append(
+            f"{n_unwritten} elements were never written (they still hold the NaN the grader put there "
+            f"before the launch); the first at index {first}."
+        )
+    if n_computed_nan:
+        first = _index(int(torch.nonzero(nan & ~unwritten)[0]), shape)
+        details.append(f"{n_computed_nan} elements are NaN computed by the kernel; the first at index {first}.")
     if int(inf.sum()):
         details.append(f"{int(inf.sum())} elements are inf where the reference is finite.")
     if finite.any():
@@ -74,16 +89,21 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
             details.append(
                 f"  {str(_index(r, shape)):<18}{_fmt(g[r].item()):>14}{_fmt(e[r].item()):>14}{_fmt(diff[r].item()):>14}"
             )
-    if n_nan == n:
+    if n_unwritten == n:
         summary = "no element of the output was written (all still NaN)"
-    elif n_nan:
-        summary = f"{n_nan} of {n} output elements were never written (still NaN)"
+    elif n_unwritten:
+        summary = f"{n_unwritten} of {n} output elements were never written (still NaN)"
+    elif n_computed_nan:
+        summary = (
+            f"{n_computed_nan} of {n} elements are NaN computed by the kernel (an overflow, inf - inf, 0/0?), "
+            f"{n_bad} wrong in all"
+        )
     elif n_bad == 0:
         summary = (
             f"close elementwise but the relative-norm error {_fmt(rel_norm)} exceeds {tol.norm:g}: "
             "precision too low (is something computed in a lower precision?)"
         )
-    elif rel_norm < 100 * tol.norm:
+    elif rel_norm < max(100 * tol.norm, 1.6e-2):  # up to about bf16 rounding
         summary = (
             f"{n_bad} of {n} elements are off by more than the tolerance (max abs error "
             f"{_fmt(diff[finite].max().item())}): precision too low, or a slightly wrong formula"

@@ -127,17 +127,43 @@ def _short_name(func) -> str:
     return name.rsplit(".", 1)[-1]
 
 
+# The poison is a NaN with a payload of its own, so "never written" (these bits still there) and
+# "computed as NaN" (a GPU or numpy makes a canonical NaN, other bits) can be told apart.
+_POISON_BITS = {"float32": (0x7FB0DEAD, "int32"), "float16": (0x7DAD, "int16"), "bfloat16": (0x7FAD, "int16")}
+
+
 def poison(t) -> None:
-    """Fill a fresh output with a value no correct kernel leaves there (NaN for floats)."""
+    """Fill a fresh output with a value no correct kernel leaves there (a marked NaN for floats)."""
     import torch
 
     with torch.no_grad():
-        if t.dtype.is_floating_point or t.dtype.is_complex:
+        name = str(t.dtype).replace("torch.", "")
+        if name in _POISON_BITS and t.is_contiguous():
+            bits, int_type = _POISON_BITS[name]
+            t.view(getattr(torch, int_type)).fill_(bits - (1 << 32 if bits >= 1 << 31 else 0))
+        elif t.dtype.is_floating_point or t.dtype.is_complex:
             t.fill_(float("nan"))
         elif t.dtype == torch.bool:
             return
         else:
             t.fill_(torch.iinfo(t.dtype).min)
+
+
+def still_poisoned(t):
+    """Boolean tensor: which elements of ``t`` still hold the poison (were never written)."""
+    import torch
+
+    name = str(t.dtype).replace("torch.", "")
+    if name in _POISON_BITS:
+        bits, int_type = _POISON_BITS[name]
+        int_dtype = getattr(torch, int_type)
+        value = bits - (1 << 32 if bits >= 1 << 31 else 0)
+        return t.contiguous().view(int_dtype) == value
+    if t.dtype.is_floating_point:
+        return torch.isnan(t)
+    if t.dtype == torch.bool:
+        return torch.zeros_like(t)
+    return t == torch.iinfo(t.dtype).min
 
 
 def _where_in(paths: tuple[str, ...]) -> str:

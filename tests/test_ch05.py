@@ -1,0 +1,119 @@
+"""Chapter 05's tasks, softmax, layernorm and online_softmax: the solutions pass, the untouched
+exercises are TODO, and each deliberately wrong submission in tests/wrong/ch05_*/ is rejected with a
+message that points at what is wrong (the case it fails, the cases that pass).
+
+    python -m course_lib check softmax --source tests/wrong/ch05_no_max
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import WRONG
+
+from course_lib import grading
+from course_lib.grading import FAIL, PASS, TODO
+
+SEED = 2024
+TASKS = ("softmax", "layernorm", "online_softmax")
+
+# folder under tests/wrong -> (task, pieces the grader's message must hold, cases that must pass)
+WRONG_SUBMISSIONS = {
+    # exp(x) overflows past 88.7: only the "large values" case (values up to about +-200) fails, with NaN
+    "ch05_no_max": (
+        "softmax",
+        ("case 'large values'", "failed 1 of 9 cases: large values (6, 300) float32", "elements are NaN"),
+        (),
+    ),
+    # padding loaded as 0 adds exp(-max) per lane to the sum: only rows with padding go wrong
+    "ch05_zero_padding": (
+        "softmax",
+        (
+            "case 'tiny'",
+            "tiny (3, 3) bfloat16",
+            "tail (64, 130) float32",
+            "elements are off by more than the tolerance",
+        ),
+        ("tiny (1, 1)", "(5, 4096)"),
+    ),
+    # each padding lane adds mean^2 to the variance
+    "ch05_variance_padding": (
+        "layernorm",
+        (
+            "case 'tiny'",
+            "tiny (3, 3) bfloat16",
+            "tail (64, 130) float32",
+            "elements are off by more than the tolerance",
+        ),
+        ("tiny (1, 1)", "(5, 4096)"),
+    ),
+    # mean and variance over BLOCK_N: right only when n_cols is a power of two
+    "ch05_block_divisor": (
+        "layernorm",
+        ("case 'tiny'", "failed 7 of 9 cases", "tail (37, 1000) float32", "large values (6, 300) float32"),
+        ("tiny (1, 1)", "(5, 4096)"),
+    ),
+    # bf16 arithmetic: even a one-element float32 row (output = bias) is off, and every dtype fails
+    "ch05_bf16_math": (
+        "layernorm",
+        ("case 'tiny'", "failed 9 of 9 cases", "first failure: tiny: shape=(1, 1) dtype=float32", "max abs error"),
+        (),
+    ),
+    # no loop: columns past the first 1024 are never written
+    "ch05_first_block_only": (
+        "online_softmax",
+        ("were never written", "failed 5 of 12 cases", "long rows (2, 20001) bfloat16", "the first at index (0, 1024)"),
+        ("(37, 1000)", "(128, 1000)", "(6, 300)"),
+    ),
+    # the running sum is not rescaled when the max grows: rows of one block are still right
+    "ch05_no_rescale": (
+        "online_softmax",
+        ("elements are wrong", "long rows (3, 5000) float32", "long rows (2, 20001) bfloat16"),
+        ("(37, 1000)", "(128, 1000)", "(6, 300)"),
+    ),
+}
+
+
+def full_text(result: grading.TaskResult) -> str:
+    return "\n".join([result.summary, *result.details])
+
+
+def failed_cases(result: grading.TaskResult) -> str:
+    """The grader's "failed N of M cases: ..." line."""
+    return next(line for line in result.details if re.match(r"failed \d+ of \d+ cases", line))
+
+
+def test_solutions_pass(isolated_grader):
+    results = grading.grade(list(TASKS), "solutions", seed=SEED)  # in parallel, each in its own process
+    for result in results:
+        assert result.status == PASS, full_text(result)
+        assert result.cases_passed == result.cases_total >= 9
+    assert [r.task for r in results] == list(TASKS)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_untouched_exercise_is_todo(task):
+    result = grading.grade_in_process(task, "exercises", seed=SEED)
+    assert result.status == TODO, full_text(result)
+    assert f"exercises/{task}.py" in result.summary
+
+
+@pytest.mark.parametrize("folder", sorted(WRONG_SUBMISSIONS))
+def test_wrong_submission_is_rejected(folder):
+    task, pieces, passing = WRONG_SUBMISSIONS[folder]
+    result = grading.grade_in_process(task, WRONG / folder, seed=SEED)
+    text = full_text(result)
+    assert result.status == FAIL, text
+    for piece in pieces:
+        assert piece in text, f"expected {piece!r} in the grader's message:\n{text}"
+    failed = failed_cases(result)
+    for shape in passing:  # the bug must not show where it cannot: those cases pass
+        assert shape not in failed, f"{shape} should pass for {folder}:\n{failed}"
+
+
+def test_every_ch05_wrong_submission_is_listed():
+    on_disk = {p.parent.name for p in WRONG.glob("ch05_*/*.py")}
+    assert on_disk == set(WRONG_SUBMISSIONS)
+    for folder, (task, _, _) in WRONG_SUBMISSIONS.items():
+        assert (WRONG / folder / f"{task}.py").exists(), folder
