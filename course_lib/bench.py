@@ -36,11 +36,14 @@ def _record(spec, case, variant, t: timing.Timing, peaks: roofline.Peaks, **extr
     n_bytes = spec.bytes_moved(case) if spec.bytes_moved else 0
     n_flops = spec.flops(case) if spec.flops else 0
     dtype = _dtype_name(case.dtype)
+    # elementwise and reduction maths runs on the float32 units whatever the storage dtype
+    rate_dtype = dtype if spec.tensor_cores else "float32"
     seconds = t.median_ms * 1e-3
     return {
         "task": spec.name,
         "variant": variant,
-        "case": case.label,
+        "case": case.label + "".join(f" {k}={v}" for k, v in case.params),
+        "params": dict(case.params),
         "shape": list(case.shape),
         "dtype": dtype,
         "median_ms": t.median_ms,
@@ -51,7 +54,7 @@ def _record(spec, case, variant, t: timing.Timing, peaks: roofline.Peaks, **extr
         "flops": n_flops,
         "gbs": n_bytes / seconds / 1e9,
         "tflops": n_flops / seconds / 1e12,
-        "roofline_fraction": roofline.fraction_of_roofline(t.median_ms, n_bytes, n_flops, peaks, dtype),
+        "roofline_fraction": roofline.fraction_of_roofline(t.median_ms, n_bytes, n_flops, peaks, rate_dtype),
         **extra,
     }
 

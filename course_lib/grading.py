@@ -197,14 +197,14 @@ def _guard_intact(view: torch.Tensor, buf: torch.Tensor) -> int:
     return int((~guards.still_poisoned(buf[~inside])).sum())
 
 
-def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> tuple[bool, str, list[str], str]:
-    """(ok, summary, details, status) for one case."""
+def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> tuple[bool, str, list[str], str, bool]:
+    """(ok, summary, details, status, diagnosed) for one case; diagnosed: the summary names a known mistake."""
     if spec.run_case is not None:  # tasks that are not a kernel and a launcher (e.g. cost models)
         try:
-            return spec.run_case(module, case, torch.Generator().manual_seed(seed))
+            return (*spec.run_case(module, case, torch.Generator().manual_seed(seed)), False)
         except Exception as e:
             status, summary, details = _explain(e, path)
-            return False, summary, details, status
+            return False, summary, details, status, False
     dev = runtime.device()
     gen = torch.Generator().manual_seed(seed)
     cpu_inputs = spec.make_inputs(case, gen)
@@ -223,13 +223,14 @@ def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> t
             torch.cuda.synchronize()
     except Exception as e:
         status, summary, details = _explain(e, path)
-        return False, summary, details, status
+        return False, summary, details, status, False
     if not watch.launches:
         return (
             False,
             "no Triton kernel was launched: the launcher must launch at least one @triton.jit kernel",
             [],
             FAIL,
+            False,
         )
 
     for name, t in before.items():
@@ -242,6 +243,7 @@ def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> t
                 ),
                 [],
                 FAIL,
+                False,
             )
     if spec.outputs:
         got = inputs[spec.outputs[0]]
@@ -255,11 +257,12 @@ def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> t
                 ),
                 [],
                 FAIL,
+                False,
             )
     else:
         got = result
         if not isinstance(got, torch.Tensor):
-            return False, f"the launcher returned {type(got).__name__}, not a tensor", [], FAIL
+            return False, f"the launcher returned {type(got).__name__}, not a tensor", [], FAIL, False
 
     reference_inputs = {
         k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
@@ -268,11 +271,25 @@ def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> t
     }
     expected = spec.reference(**reference_inputs)
     if tuple(got.shape) != tuple(expected.shape):
-        return False, f"wrong shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}", [], FAIL
+        return False, f"wrong shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}", [], FAIL, False
     if got.dtype != case.dtype:
-        return False, f"wrong dtype: got {got.dtype}, expected {case.dtype}", [], FAIL
+        return False, f"wrong dtype: got {got.dtype}, expected {case.dtype}", [], FAIL, False
     verdict = compare(got, expected, spec.tolerance[case.dtype], poisoned=True)
-    return verdict.ok, verdict.summary, verdict.details, PASS if verdict.ok else FAIL
+    if verdict.ok:
+        return True, verdict.summary, verdict.details, PASS, False
+    found = _diagnosis(spec, reference_inputs, got, case)
+    summary = f"{found} ({verdict.summary})" if found else verdict.summary
+    return False, summary, verdict.details, FAIL, found is not None
+
+
+def _diagnosis(spec, inputs: dict, got: torch.Tensor, case: tasks.Case) -> str | None:
+    """The task's guess at a known mistake behind a wrong output; never fails the grading itself."""
+    if spec.diagnose is None or torch.isnan(got).any():
+        return None
+    try:
+        return spec.diagnose(inputs, got.detach().to("cpu", torch.float64), case)
+    except Exception:
+        return None
 
 
 def _short(case: tasks.Case) -> str:
@@ -315,7 +332,7 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
     failures, notes = [], []
     for i, case in enumerate(cases):
         case_seed = seed + i
-        ok, summary, details, status = _run_case(spec, module, entry, path, case, case_seed)
+        ok, summary, details, status, diagnosed = _run_case(spec, module, entry, path, case, case_seed)
         if ok:
             result.cases_passed += 1
             continue
@@ -325,9 +342,9 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
                 result.seconds = time.perf_counter() - start
                 return result
             details = [f"({summary}: the cases after this one were not run)"]
-            failures.append((case, case_seed, summary, details, FAIL))
+            failures.append((case, case_seed, summary, details, FAIL, False))
             break
-        failures.append((case, case_seed, summary, details, status))
+        failures.append((case, case_seed, summary, details, status, diagnosed))
     if not failures and spec.extra_checks is not None:
         try:
             checks = list(spec.extra_checks(module, entry))
@@ -351,13 +368,16 @@ def grade_in_process(task: str, source: str | os.PathLike = "exercises", seed: i
 
             result.details += performance_note(spec, entry)
         return result
-    case, case_seed, summary, details, status = failures[0]
-    result.status = CRASH if status == CRASH else FAIL
+    # the first failure, unless a later one names the mistake (a 1-element case rarely can)
+    reported = next((f for f in failures if f[5]), failures[0])
+    case, case_seed, summary, details, status, _ = reported
+    result.status = CRASH if failures[0][4] == CRASH else FAIL
     result.summary = f"case '{case.label}' {summary}"
     failed_labels = ", ".join(_short(c) for c, *_ in failures)
+    which = "first failure" if reported is failures[0] else "failure reported"
     result.details = [
         f"failed {len(failures)} of {len(cases)} cases: {failed_labels}",
-        f"first failure: {case.describe()}, seed {case_seed}",
+        f"{which}: {case.describe()}, seed {case_seed}",
         *details,
         f"reproduce: python -m course_lib check {task}{_source_flag(source_dir)} --seed {seed}",
     ]

@@ -57,9 +57,9 @@ def table(task: str) -> str:
     if not rows:
         return f"no recorded GPU results for {task} in {results_dir()}"
     lines = [f"recorded on {rows[0]['provenance']} ({rows[0]['file']}):"]
-    lines.append(f"  {'variant':<15}{'case':<22}{'median':>12}{'GB/s':>9}{'of roofline':>13}")
+    lines.append(f"  {'variant':<15}{'case':<40}{'median':>12}{'GB/s':>9}{'of roofline':>13}")
     for r in rows:
-        case = f"{r['dtype']} {tuple(r['shape'])}"
+        case = f"{r['dtype']} {tuple(r['shape'])}" + "".join(f" {k}={v}" for k, v in r.get("params", {}).items())
         us = r["median_ms"] * 1e3
-        lines.append(f"  {r['variant']:<15}{case:<22}{us:>9.1f} us{r['gbs']:>9.0f}{r['roofline_fraction']:>13.0%}")
+        lines.append(f"  {r['variant']:<15}{case:<40}{us:>9.1f} us{r['gbs']:>9.0f}{r['roofline_fraction']:>13.0%}")
     return "\n".join(lines)

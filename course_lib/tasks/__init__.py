@@ -80,12 +80,16 @@ class TaskSpec:
     bench_cases: list[Case] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     forbid_in_launcher: frozenset[str] = frozenset()  # torch calls this task forbids beyond the default
+    tensor_cores: bool = False  # the FLOPs run on tensor cores (matmul): roofline at the dtype's matmul rate
     timeout_s: float = 120.0
     # For tasks that are not "a kernel and a launcher" (module, case, generator) -> (ok, summary,
     # details, status); replaces the kernel case runner.
     run_case: Callable | None = None
     # After every case passes: (module, entry) -> [(ok, summary, details)], e.g. structural checks.
     extra_checks: Callable | None = None
+    # When a case's output is wrong: (float64 inputs, output, case) -> a sentence naming a known
+    # mistake the output matches (bias per row, the other GELU form, ...), or None.
+    diagnose: Callable | None = None
 
     def all_cases(self, mode: str) -> list[Case]:
         cases = [c for c in self.cases(mode) if not (c.gpu_only and mode == runtime.CPU)]

@@ -62,6 +62,32 @@ def _gelu_bytes(case: Case) -> int:
 # cancels and that error becomes ~4e-5 relative (measured on an H200). Lower precisions keep their limits.
 _GELU_TOLERANCE = dict(DEFAULT_TOLERANCE)
 _GELU_TOLERANCE[F32] = Tolerance(rtol=1e-4, atol=1e-6, norm=1e-4)
+_FORM = {"tanh": "tanh", "none": "exact (erf)"}
+
+
+def _matches(got: torch.Tensor, candidate: torch.Tensor, tol: Tolerance) -> bool:
+    from ..compare import compare
+
+    return compare(got, candidate, tol, poisoned=False).ok
+
+
+def _gelu_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
+    """Name the mistake a wrong output matches: the other GELU form, or the bias indexed by the row."""
+    x, bias, approximate = inputs["x"], inputs["bias"], inputs["approximate"]
+    tol = _GELU_TOLERANCE[case.dtype]
+    other = "none" if approximate == "tanh" else "tanh"
+    if _matches(got, _gelu_reference(x, bias, other), tol):
+        return (
+            f"the output is GELU's {_FORM[other]} form, but approximate={approximate!r} asks for the "
+            f"{_FORM[approximate]} form: are the forms swapped?"
+        )
+    n_rows, n_cols = x.shape
+    if n_cols > 1 and n_rows <= n_cols:
+        per_row = torch.nn.functional.gelu(x + bias[:n_rows, None], approximate=approximate)
+        if _matches(got, per_row, tol):
+            return "the output is gelu(x + bias[row]): the bias belongs to the column, bias[None, :], not the row"
+    return None
+
 
 register(
     TaskSpec(
@@ -73,6 +99,7 @@ register(
         reference=_gelu_reference,
         cases=_gelu_cases,
         tolerance=_GELU_TOLERANCE,
+        diagnose=_gelu_diagnose,
         bytes_moved=_gelu_bytes,
         # about 10 FLOPs an element for the bias and either GELU form (exp/erf counted as one):
         # far below the ridge point, so memory sets the speed either way.
@@ -83,8 +110,8 @@ register(
             Case((8192, 8192), BF16, "bench", params=(("approximate", "none"),)),
         ],
         hints=[
-            "Unfused, x + bias writes a whole tensor and GELU reads it back: three passes over memory. "
-            "In one kernel, load a tile of x, add the bias in registers, apply GELU, store once.",
+            "Unfused, x + bias writes a whole tensor and GELU reads it back: four full-tensor transfers "
+            "where two do. In one kernel, load a tile of x, add the bias in registers, apply GELU, store once.",
             "Use a 2-D grid: program (pid_m, pid_n) owns rows pid_m*BLOCK_M ... and columns "
             "pid_n*BLOCK_N ...; load the bias for those columns once and broadcast it with b[None, :].",
             "Compute in float32 (x.to(tl.float32)) and cast on the store. tanh form: "
@@ -124,6 +151,46 @@ def _dropout_torch(x: torch.Tensor, residual: torch.Tensor, p: float, seed: int)
     return residual + torch.nn.functional.dropout(x, p=p, training=True)
 
 
+_EVIDENCE = 16  # a mask is named only when it differs from the right one on this many elements
+
+
+def _dropout_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
+    """Name the mistake a wrong output matches: no 1/(1-p), an inverted comparison, a counter that
+    repeats with the block, or another mask altogether (a seed of its own). A few elements fit many
+    masks, so a mask is only named where it differs from the right one on enough of them."""
+    x, residual, p, seed = (inputs[k] for k in ("x", "residual", "p", "seed"))
+    tol = DEFAULT_TOLERANCE[case.dtype]
+    n = x.numel()
+    r = torch.from_numpy(philox_rand(seed, np.arange(n))).reshape(x.shape)
+    keep = r >= np.float32(p)
+
+    def dropout(kept: torch.Tensor, scale: float) -> torch.Tensor:
+        return residual + torch.where(kept, x * scale, torch.zeros_like(x))
+
+    if p > 0 and _matches(got, dropout(keep, 1.0), tol):
+        return "the kept values are not scaled by 1 / (1 - p), so dropout shrinks the expected value"
+    if n >= _EVIDENCE and _matches(got, dropout(~keep, 1 / (1 - p)), tol):
+        return "the mask is inverted: elements were kept where tl.rand(seed, i) < p, a fraction p of them; keep >= p"
+    block = 16
+    while block < n and block <= 2**16:
+        lanes = torch.from_numpy(philox_rand(seed, np.arange(n) % block)).reshape(x.shape) >= np.float32(p)
+        if int((lanes != keep).sum()) >= _EVIDENCE and _matches(got, dropout(lanes, 1 / (1 - p)), tol):
+            return (
+                f"the random numbers repeat every {block} elements: the counter is the lane in the block "
+                "(tl.arange(0, BLOCK_SIZE)), not the element's global offset"
+            )
+        block *= 2
+    if p > 0 and n >= 4 * _EVIDENCE:
+        dropped = (got - residual).abs() <= tol.atol + tol.rtol * residual.abs()
+        kept = (got - dropout(torch.ones_like(keep), 1 / (1 - p))).abs() <= tol.atol + tol.rtol * got.abs()
+        if bool((dropped | kept).all()):
+            return (
+                "the output is residual + dropout with another mask than tl.rand(seed, i) >= p: is `seed` "
+                "passed to tl.rand, and is the counter the element's global offset?"
+            )
+    return None
+
+
 def _dropout_cases(mode: str) -> list[Case]:
     large = 100_003 if mode == runtime.CPU else 4_000_037
     rows = [
@@ -148,6 +215,7 @@ register(
         make_inputs=_dropout_inputs,
         reference=_dropout_reference,
         baseline=_dropout_torch,
+        diagnose=_dropout_diagnose,
         cases=_dropout_cases,
         bytes_moved=lambda case: nbytes(case, 3),
         flops=lambda case: 3 * case.shape[0],

@@ -1,0 +1,155 @@
+"""Chapter 04's tasks, fused_bias_gelu and residual_dropout: the solutions pass, the untouched
+exercises report TODO, and each deliberately wrong submission fails, on the cases it should fail.
+
+    python -m course_lib check residual_dropout --source tests/wrong/ch04_local_offsets
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from conftest import WRONG, requires_interpreter
+
+from course_lib import grading, lesson, runtime, tasks
+from course_lib.grading import FAIL, PASS, TODO
+from course_lib.tasks import philox
+
+SEED = 2024  # fixed, so that a failure of this table replays exactly
+GELU, DROPOUT = "fused_bias_gelu", "residual_dropout"
+DROPOUT_BLOCK = 2048  # BLOCK_SIZE in tests/wrong/ch04_local_offsets/residual_dropout.py
+
+
+def _numel(case: tasks.Case) -> int:
+    return int(np.prod(case.shape))
+
+
+def _half(case: tasks.Case) -> bool:
+    return case.dtype in (torch.float16, torch.bfloat16)
+
+
+def _ragged_columns(case: tasks.Case) -> bool:
+    """The last column tile sticks out: n_cols is no multiple of the solution's BLOCK_N."""
+    n_cols = case.shape[-1]
+    return n_cols % min(triton.next_power_of_2(n_cols), 1024) != 0
+
+
+def _constant_seed_fails(case: tasks.Case) -> bool | None:
+    if case.options["p"] == 0:
+        return False  # nothing is dropped: any mask will do
+    # another seed's mask agrees with the right one by chance on a few elements, never on a thousand
+    return True if _numel(case) >= 1000 else None
+
+
+def _lane_counters_fail(case: tasks.Case) -> bool | None:
+    if _numel(case) <= DROPOUT_BLOCK or case.options["p"] == 0:
+        return False  # one block: lane and global offset are the same counter
+    # past the first block the mask is another one; a handful of elements may agree by chance
+    return True if _numel(case) - DROPOUT_BLOCK >= 1000 else None
+
+
+# folder under tests/wrong -> (task, pieces the grader's message must hold, case -> must it fail?).
+# The grader lists every failed case, so the set of failures is part of the diagnosis: a lane counter
+# fails only where there is more than one block, a missing mask only where a tile sticks out. None:
+# the case may fail or pass.
+# fmt: off
+WRONG_SUBMISSIONS = {
+    "ch04_bias_per_row": (GELU, ("the output is gelu(x + bias[row])", "the bias belongs to the column"),
+                          lambda c: c.shape[-1] > 1),  # one column: bias[row 0] is bias[col 0]
+    "ch04_forms_swapped": (GELU, ("the output is GELU's exact (erf) form", "are the forms swapped?"),
+                           lambda c: True),
+    "ch04_low_precision": (GELU, ("precision too low",),
+                           _half),
+    "ch04_no_column_mask": (GELU, ("out-of-bounds access", "Nearest tensor: `bias_ptr`", "tl.load had no mask"),
+                            _ragged_columns),
+    "ch04_local_offsets": (DROPOUT, (f"repeat every {DROPOUT_BLOCK} elements", "not the element's global offset"),
+                           _lane_counters_fail),
+    "ch04_constant_seed": (DROPOUT, ("another mask than tl.rand(seed, i) >= p", "is `seed` passed to tl.rand"),
+                           _constant_seed_fails),
+    "ch04_no_scaling": (DROPOUT, ("not scaled by 1 / (1 - p)",),
+                        lambda c: c.options["p"] > 0),
+    "ch04_inverted_keep": (DROPOUT, ("the mask is inverted", "tl.rand(seed, i) < p"),
+                           lambda c: True),  # p = 0 then keeps nothing
+}
+# fmt: on
+
+
+def full_text(result: grading.TaskResult) -> str:
+    return "\n".join([result.summary, *result.details])
+
+
+def failed_cases(result: grading.TaskResult) -> set[str]:
+    """The failed cases as the report names them: 'tail (4097,) bfloat16', ..."""
+    line = next(d for d in result.details if d.startswith("failed "))
+    names = re.findall(r"([a-z][a-z ]*) (\([0-9, ]+\)) (float32|float16|bfloat16)", line.split(": ", 1)[1])
+    assert names, line
+    return {" ".join(name) for name in names}
+
+
+def case_name(case: tasks.Case) -> str:
+    return f"{case.label} {tuple(case.shape)} {str(case.dtype).replace('torch.', '')}"
+
+
+@pytest.mark.parametrize("task", [GELU, DROPOUT])
+def test_solution_passes(task):
+    result = grading.grade_in_process(task, "solutions", seed=SEED)
+    assert result.status == PASS, full_text(result)
+    assert result.cases_passed == result.cases_total >= 8
+
+
+@pytest.mark.parametrize("task", [GELU, DROPOUT])
+def test_untouched_exercise_is_todo(task):
+    result = grading.grade_in_process(task, "exercises", seed=SEED)
+    assert result.status == TODO, full_text(result)
+    assert f"exercises/{task}.py" in result.summary
+
+
+@pytest.mark.parametrize("folder", sorted(WRONG_SUBMISSIONS))
+def test_wrong_submission_is_rejected(folder):
+    task, pieces, should_fail = WRONG_SUBMISSIONS[folder]
+    if folder == "ch04_no_column_mask" and not runtime.is_cpu():
+        pytest.skip("out-of-bounds loads are the interpreter's to catch; on a GPU use compute-sanitizer")
+    result = grading.grade_in_process(task, WRONG / folder, seed=SEED)
+    text = full_text(result)
+    assert result.status == FAIL, text
+    for piece in pieces:
+        assert piece in text, f"expected {piece!r} in the grader's message:\n{text}"
+    cases = tasks.get(task).all_cases(runtime.MODE)
+    failed = failed_cases(result)
+    must_fail = {case_name(c) for c in cases if should_fail(c) is True}
+    must_pass = {case_name(c) for c in cases if should_fail(c) is False}
+    assert must_fail <= failed, f"these cases should have failed: {must_fail - failed}\n{text}"
+    assert not failed & must_pass, f"these cases should have passed: {failed & must_pass}\n{text}"
+
+
+def test_every_ch04_wrong_submission_is_listed():
+    on_disk = {p.parent.name for p in WRONG.glob("ch04_*/*.py")}
+    assert on_disk == set(WRONG_SUBMISSIONS)
+
+
+def test_dropout_mask_does_not_depend_on_the_block_size(tmp_path):
+    """The promise of the chapter: with global offsets as counters, another BLOCK_SIZE gives the same
+    mask, so the solution with a quarter of its block size still matches the reference."""
+    variant = lesson.write_variant(DROPOUT, {"BLOCK_SIZE = 2048": "BLOCK_SIZE = 512"}, folder=tmp_path)
+    result = grading.grade_in_process(DROPOUT, variant.folder, seed=SEED)
+    assert result.status == PASS, full_text(result)
+
+
+@triton.jit
+def _rand_kernel(out_ptr, n_elements, seed, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.rand(seed, offsets), mask=offsets < n_elements)
+
+
+@requires_interpreter
+@pytest.mark.parametrize("seed", [0, 2024, 2**31 - 2])
+def test_philox_reference_is_tl_rand_bit_for_bit(seed):
+    """The dropout reference draws its mask with course_lib.tasks.philox: it must be tl.rand exactly."""
+    n = 3000
+    out = torch.empty(n)
+    _rand_kernel[(triton.cdiv(n, 1024),)](out, n, seed, BLOCK_SIZE=1024)
+    assert np.array_equal(out.numpy(), philox.rand(seed, np.arange(n)))
