@@ -75,7 +75,10 @@ def _cmd_grade(args) -> int:
     learners = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not learners:
         raise SystemExit(f"{root} holds no learner folders (expected {root}/<learner>/<task>.py)")
-    names = [t.name for t in tasks.all_tasks()] if not args.task else [tasks.get(args.task).name]
+    try:
+        names = [t.name for t in tasks.all_tasks()] if not args.task else [tasks.get(args.task).name]
+    except KeyError as e:
+        raise SystemExit(str(e.args[0])) from None
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     rows = []
     for learner in learners:

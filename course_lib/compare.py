@@ -44,18 +44,22 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
     e = expected.detach().to("cpu", torch.float64).reshape(-1)
     shape = tuple(got.shape)
     n = g.numel()
+    if n == 0:
+        return Verdict(True, "matches the reference (both empty)", [])
     nan = torch.isnan(g)
-    inf = torch.isinf(g) & ~torch.isinf(e)
-    diff = (g - e).abs()
-    bad = ~(diff <= tol.atol + tol.rtol * e.abs())  # NaN compares False, so NaN is always bad
-    bad |= nan | inf
-    finite = ~(nan | inf)
+    same_inf = torch.isinf(g) & (g == e)  # an infinity the reference has too, same sign
+    inf = torch.isinf(g) & ~same_inf
+    finite = ~(nan | torch.isinf(g) | torch.isinf(e))
+    diff = torch.where(finite, (g - e).abs(), torch.zeros_like(g))
+    bad = ~(diff <= tol.atol + tol.rtol * e.abs()) & finite
+    bad |= nan | inf | (torch.isinf(e) & ~same_inf)  # NaN never passes
     ref_norm = e[finite].norm().item() if finite.any() else 0.0
-    err_norm = (g[finite] - e[finite]).norm().item() if finite.any() else float("nan")
+    err_norm = (g[finite] - e[finite]).norm().item() if finite.any() else 0.0
     rel_norm = err_norm / ref_norm if ref_norm > 0 else err_norm
     n_bad = int(bad.sum())
+    max_err = diff.max().item()
     if n_bad == 0 and rel_norm <= tol.norm:
-        return Verdict(True, "matches the reference", [f"max abs error {_fmt(diff.max().item() if n else 0)}"])
+        return Verdict(True, "matches the reference", [f"max abs error {_fmt(max_err)}"])
 
     details = []
     n_nan = int(nan.sum())
@@ -72,8 +76,13 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
     if n_computed_nan:
         first = _index(int(torch.nonzero(nan & ~unwritten)[0]), shape)
         details.append(f"{n_computed_nan} elements are NaN computed by the kernel; the first at index {first}.")
-    if int(inf.sum()):
-        details.append(f"{int(inf.sum())} elements are inf where the reference is finite.")
+    inf_vs_finite = int((torch.isinf(g) & ~torch.isinf(e)).sum())
+    if inf_vs_finite:
+        details.append(f"{inf_vs_finite} elements are inf where the reference is finite.")
+    if int(inf.sum()) > inf_vs_finite:
+        details.append(
+            f"{int(inf.sum()) - inf_vs_finite} elements are infinite with the other sign than the reference."
+        )
     if finite.any():
         worst = int(torch.argmax(torch.where(finite, diff, torch.zeros_like(diff))))
         details.append(
@@ -103,11 +112,11 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
             f"close elementwise but the relative-norm error {_fmt(rel_norm)} exceeds {tol.norm:g}: "
             "precision too low (is something computed in a lower precision?)"
         )
-    elif rel_norm < max(100 * tol.norm, 1.6e-2):  # up to about bf16 rounding
+    elif not int(inf.sum()) and rel_norm < max(100 * tol.norm, 1.6e-2):  # up to about bf16 rounding
         summary = (
             f"{n_bad} of {n} elements are off by more than the tolerance (max abs error "
-            f"{_fmt(diff[finite].max().item())}): precision too low, or a slightly wrong formula"
+            f"{_fmt(max_err)}): precision too low, or a slightly wrong formula"
         )
     else:
-        summary = f"{n_bad} of {n} elements are wrong (max abs error {_fmt(diff[finite].max().item())})"
+        summary = f"{n_bad} of {n} elements are wrong (max abs error {_fmt(max_err)})"
     return Verdict(False, summary, details)

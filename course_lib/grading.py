@@ -426,7 +426,17 @@ def _no_main_module():
             sys.modules["__main__"] = real
 
 
-def _child(conn, task: str, source: str, seed: int, log_path: str) -> None:
+def _course_environment() -> dict:
+    """The COURSE_* settings of the caller, now: the fork server keeps the environment it started
+    with, and an instructor may set COURSE_HIDDEN_CASES after the first check."""
+    return {k: v for k, v in os.environ.items() if k.startswith("COURSE_")}
+
+
+def _child(conn, task: str, source: str, seed: int, log_path: str, environment: dict | None = None) -> None:
+    for key in [k for k in os.environ if k.startswith("COURSE_")]:
+        if key not in (environment or {}):
+            del os.environ[key]
+    os.environ.update(environment or {})
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -464,7 +474,9 @@ def grade_isolated(task: str, source: str | os.PathLike, seed: int, timeout: flo
     fd, log_path = tempfile.mkstemp(prefix=f"course-{task}-", suffix=".log")
     os.close(fd)
     start = time.perf_counter()
-    proc = ctx.Process(target=_child, args=(send, task, str(source), seed, log_path), daemon=True)
+    proc = ctx.Process(
+        target=_child, args=(send, task, str(source), seed, log_path, _course_environment()), daemon=True
+    )
     with _START_LOCK, _no_main_module():
         proc.start()
     send.close()

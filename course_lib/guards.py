@@ -481,6 +481,15 @@ def _install_bf16_arith_fix(builder_cls) -> None:
             return fma(self, x, y, z)
         return narrow(fma(self, widen(x), widen(y), widen(z)))
 
+    cast = builder_cls.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        # float32 -> bf16: the interpreter truncates the mantissa; a GPU rounds to nearest even
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            return type(src)(f32_to_bf16_bits(np.asarray(src.data, dtype=np.float32)), tl.bfloat16)
+        return cast(self, src, dst_type)
+
+    builder_cls.cast_impl = cast_impl
     if not hasattr(builder_cls, "get_bf16"):  # Triton < 3.9 cannot make a bf16 constant (x * 2.0)
 
         def get_bf16(self, value):

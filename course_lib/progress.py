@@ -43,12 +43,14 @@ def load(path: Path | None = None) -> dict:
         return {"tasks": {}}
     try:
         data = json.loads(path.read_text())
-    except json.JSONDecodeError:
+        readable = isinstance(data, dict) and isinstance(data.setdefault("tasks", {}), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        readable = False
+    if not readable:
         # never throw a learner's history away: keep the unreadable file aside and start afresh
         aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
         path.rename(aside)
         return {"tasks": {}}
-    data.setdefault("tasks", {})
     return data
 
 
