@@ -71,6 +71,19 @@ def _kernel_name(fn_obj) -> str:
     return getattr(fn, "__name__", None) or getattr(fn_obj, "__name__", "kernel")
 
 
+def _outside_launch(fn, w: Watch):
+    """``fn`` runs as launcher code (depth 0), though Triton calls it from inside the launch."""
+
+    def call(*args, **kwargs):
+        depth, w.depth = w.depth, 0
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            w.depth = depth
+
+    return call
+
+
 def _wrap_run(cls, bounds: bool = True) -> None:
     """Count launches of ``cls`` (outermost only) and, in the interpreter, check their bounds.
 
@@ -84,7 +97,13 @@ def _wrap_run(cls, bounds: bool = True) -> None:
         w = _current_watch()
         if w is not None and w.depth == 0 and not kwargs.get("warmup", False):
             w.launches.append(_kernel_name(self))
+        hooks = getattr(self, "pre_run_hooks", None)
         if w is not None:
+            # the grid function and pre-run hooks are the learner's code, though Triton calls them
+            if callable(kwargs.get("grid")):
+                kwargs["grid"] = _outside_launch(kwargs["grid"], w)
+            if hooks:
+                self.pre_run_hooks = [_outside_launch(h, w) for h in hooks]
             w.depth += 1
         try:
             if bounds and runtime.is_cpu():
@@ -94,6 +113,8 @@ def _wrap_run(cls, bounds: bool = True) -> None:
         finally:
             if w is not None:
                 w.depth -= 1
+                if hooks:
+                    self.pre_run_hooks = hooks
 
     run._course_wrapped = True  # type: ignore[attr-defined]
     cls.run = run
@@ -485,7 +506,7 @@ def _install_bf16_arith_fix(builder_cls) -> None:
 
     def cast_impl(self, src, dst_type):
         # float32 -> bf16: the interpreter truncates the mantissa; a GPU rounds to nearest even
-        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+        if dst_type.scalar == tl.bfloat16 and src.dtype.scalar in (tl.float16, tl.float32, tl.float64):
             return type(src)(f32_to_bf16_bits(np.asarray(src.data, dtype=np.float32)), tl.bfloat16)
         return cast(self, src, dst_type)
 
@@ -557,6 +578,40 @@ def _install_clean_globals(interp) -> None:
     rewriter._compile_and_exec = compile_and_exec
 
 
+def _install_device_call_restore(interp) -> None:
+    """A call from one kernel to another @triton.jit function patches triton.language for the
+    interpreter and never undoes it (3.6 to 3.9: ``InterpretedFunction.__call__``), so a later
+    compile for a GPU target in the same process (notebook 03 does that) sees interpreter objects.
+    Undo those patches when the call returns."""
+    if getattr(interp.InterpretedFunction.__call__, "_course_restores", False):
+        return
+    original_patch, original_call = interp._patch_lang, interp.InterpretedFunction.__call__
+    opened: list = []  # scopes opened by device calls in progress (launches restore their own)
+    calls = [0]
+
+    def patch_lang(fn):
+        scope = original_patch(fn)
+        if calls[0]:
+            opened.append(scope)
+        return scope
+
+    def call(self, *args, **kwargs):
+        mark = len(opened)
+        calls[0] += 1
+        try:
+            return original_call(self, *args, **kwargs)
+        finally:
+            calls[0] -= 1
+            while len(opened) > mark:
+                scope = opened.pop()
+                if scope is not None and hasattr(scope, "restore"):
+                    scope.restore()
+
+    call._course_restores = True  # type: ignore[attr-defined]
+    interp._patch_lang = patch_lang
+    interp.InterpretedFunction.__call__ = call
+
+
 def _install_interpreter_autotune() -> None:
     """In the interpreter there is nothing to time: ``triton.autotune`` would call do_bench, which
     needs a GPU. Run each config once instead (so every config is checked for correctness, bounds
@@ -600,4 +655,5 @@ def install() -> None:
         _install_bf16_arith_fix(interp.InterpreterBuilder)
         _install_interpreter_autotune()
         _install_clean_globals(interp)
+        _install_device_call_restore(interp)
     _installed = True

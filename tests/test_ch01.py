@@ -178,6 +178,6 @@ def test_hidden_cases_with_fixed_arguments(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_HIDDEN_CASES", str(path))
     result = grading.grade_in_process(TASK, "solutions", seed=SEED)
     assert result.status == PASS, full_text(result)
-    assert result.cases_total == len(tasks.get(TASK).cases("cpu")) + 2
+    assert result.cases_total == len(tasks.get(TASK).cases("cpu")) + 1 + 2  # the first case again, 2 hidden
     wrong = grading.grade_in_process(TASK, WRONG / "ch01_matmul_mnk", seed=SEED)
     assert "matmul_cost (4096, 4096, 4096) float16" in full_text(wrong)

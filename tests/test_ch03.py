@@ -19,7 +19,7 @@ TASK = "autotuned_axpy"
 
 # folder under tests/wrong -> pieces the grader's message must hold
 WRONG_SUBMISSIONS = {
-    "ch03_no_autotune": ("all 8 cases are right", "no @triton.autotune kernel", "triton.autotune(configs="),
+    "ch03_no_autotune": ("all 9 cases are right", "no @triton.autotune kernel", "triton.autotune(configs="),
     "ch03_exact_key": ("re-tuned 5 times for 5 lengths", "key=['n_elements']", "triton.next_power_of_2"),
     "ch03_one_config": ("`axpy_kernel` is autotuned over 1 config", "at least 2"),
     "ch03_constant_key": ("the key does not follow the size", "key=[]"),

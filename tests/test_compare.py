@@ -1,0 +1,145 @@
+"""compare(): tolerances per dtype, NaN never passes, inf, and the relative-norm rule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_lib import guards
+from course_lib.compare import compare
+from course_lib.tasks import DEFAULT_TOLERANCE
+
+DTYPES = list(DEFAULT_TOLERANCE)
+
+
+def reference(n: int = 1000, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, generator=gen, dtype=torch.float64) + 3.0  # away from 0: |x| in about [0, 7]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exact_output_passes(dtype):
+    expected = reference().to(dtype).double()  # what a perfect kernel of this dtype can produce
+    verdict = compare(expected.to(dtype), expected, DEFAULT_TOLERANCE[dtype])
+    assert verdict.ok, verdict.summary
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_one_element_just_inside_or_outside_the_elementwise_limit(dtype, where):
+    tol = DEFAULT_TOLERANCE[dtype]
+    got = torch.ones(1000, dtype=dtype)  # 1.0 is exact in every dtype
+    expected = got.double().clone()
+    # |got - e| <= atol + rtol * |e| with got = 1, e = 1 + d  <=>  d <= (atol + rtol) / (1 - rtol)
+    limit = (tol.atol + tol.rtol) / (1 - tol.rtol)
+    expected[123] += 0.95 * limit if where == "inside" else 1.05 * limit
+    verdict = compare(got, expected, tol)
+    assert verdict.ok == (where == "inside"), verdict.summary
+    if where == "outside":
+        assert verdict.summary.startswith("1 of 1000 elements"), verdict.summary
+        assert any("(123,)" in line for line in verdict.details), verdict.details
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_relative_norm_limit_bites_when_every_element_is_close(dtype):
+    tol = DEFAULT_TOLERANCE[dtype]
+    expected = torch.full((1000,), tol.atol / 10, dtype=torch.float64)
+    got = expected + 0.9 * tol.atol  # inside atol everywhere, yet 9x the reference's norm off
+    verdict = compare(got, expected, tol)
+    assert not verdict.ok
+    assert "relative-norm error" in verdict.summary and "precision too low" in verdict.summary, verdict.summary
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unwritten_elements_never_pass(dtype):
+    expected = reference()
+    got = expected.to(dtype)
+    guards.poison(got[7:9])  # what the grader put there before the launch, never overwritten
+    verdict = compare(got, expected, DEFAULT_TOLERANCE[dtype])
+    assert not verdict.ok
+    assert verdict.summary == "2 of 1000 output elements were never written (still NaN)"
+    assert any("never written" in line and "the first at index (7,)" in line for line in verdict.details)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_computed_nan_never_passes(dtype):
+    expected = reference()
+    got = expected.to(dtype)
+    got[7] = float("nan")  # a NaN the kernel made (0/0, inf - inf): not the grader's marked one
+    verdict = compare(got, expected, DEFAULT_TOLERANCE[dtype])
+    assert not verdict.ok
+    assert verdict.summary.startswith("1 of 1000 elements are NaN computed by the kernel"), verdict.summary
+    assert not any("never written" in line for line in verdict.details), verdict.details
+
+
+def test_nan_fails_even_where_the_reference_is_nan():
+    expected = torch.tensor([1.0, float("nan")], dtype=torch.float64)
+    verdict = compare(expected.float(), expected, DEFAULT_TOLERANCE[torch.float32])
+    assert not verdict.ok
+
+
+def test_all_unwritten_says_nothing_was_written():
+    got = torch.empty(3, 4)
+    guards.poison(got)
+    verdict = compare(got, torch.zeros(3, 4, dtype=torch.float64), DEFAULT_TOLERANCE[torch.float32])
+    assert not verdict.ok
+    assert verdict.summary == "no element of the output was written (all still NaN)"
+
+
+def test_without_poisoning_no_nan_is_called_unwritten():
+    got = torch.ones(2)
+    guards.poison(got[1:])
+    verdict = compare(got, torch.ones(2, dtype=torch.float64), DEFAULT_TOLERANCE[torch.float32], poisoned=False)
+    assert not verdict.ok
+    assert "never written" not in "\n".join([verdict.summary, *verdict.details])
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_inf_where_the_reference_is_finite_fails(value):
+    expected = reference()
+    got = expected.float()
+    got[5] = value
+    verdict = compare(got, expected, DEFAULT_TOLERANCE[torch.float32])
+    assert not verdict.ok
+    assert any("1 elements are inf where the reference is finite" in line for line in verdict.details)
+
+
+def test_all_inf_output_fails_with_a_message():
+    """E.g. a softmax that divides by zero everywhere: a verdict, not an exception in the grader."""
+    verdict = compare(
+        torch.full((4,), float("inf")), torch.ones(4, dtype=torch.float64), DEFAULT_TOLERANCE[torch.float32]
+    )
+    assert not verdict.ok
+    assert verdict.summary.startswith("4 of 4 elements"), verdict.summary
+    assert any("4 elements are inf where the reference is finite" in line for line in verdict.details)
+
+
+def test_matching_infinities_pass():
+    expected = torch.tensor([1.0, float("inf"), float("-inf"), 2.0], dtype=torch.float64)
+    verdict = compare(expected.half(), expected, DEFAULT_TOLERANCE[torch.float16])
+    assert verdict.ok, verdict.summary
+
+
+def test_infinity_of_the_wrong_sign_is_wrong_not_imprecise():
+    expected = torch.tensor([1.0, float("inf"), 2.0], dtype=torch.float64)
+    got = torch.tensor([1.0, float("-inf"), 2.0])
+    verdict = compare(got, expected, DEFAULT_TOLERANCE[torch.float32])
+    assert not verdict.ok
+    assert "precision" not in verdict.summary, verdict.summary
+    assert verdict.summary.startswith("1 of 3 elements"), verdict.summary
+
+
+def test_empty_output_matches_empty_reference():
+    verdict = compare(torch.empty(0), torch.empty(0, dtype=torch.float64), DEFAULT_TOLERANCE[torch.float32])
+    assert verdict.ok, verdict.summary
+
+
+def test_wrong_values_are_reported_with_indices_and_values():
+    expected = torch.arange(12, dtype=torch.float64).reshape(3, 4)
+    got = expected.float().clone()
+    got[2, 1] = 100.0
+    verdict = compare(got, expected, DEFAULT_TOLERANCE[torch.float32])
+    assert not verdict.ok
+    assert verdict.summary.startswith("1 of 12 elements are wrong"), verdict.summary
+    row = next(line for line in verdict.details if line.strip().startswith("(2, 1)"))
+    assert row.split()[-3:] == ["100", "9", "91"]

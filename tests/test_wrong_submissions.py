@@ -1,0 +1,181 @@
+"""The grader against deliberately wrong submissions: each must be rejected with a message that says
+what is wrong. Each folder under tests/wrong/ is a submission the command line grades too:
+
+    python -m course_lib check vector_add --source tests/wrong/no_mask
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import signal
+
+import pytest
+from conftest import GOOD, ROOT, WRONG, assert_clean, requires_interpreter, run_course
+
+from course_lib import grading, report
+from course_lib.grading import CRASH, FAIL, PASS, TIMEOUT
+
+SEED = 2024  # fixed, so that a failure of this table can be replayed exactly
+HANG_TIMEOUT = 6.0  # seconds; a solution of OTHERS is graded in about one
+OTHERS = ["vector_copy", "scaled_add"]  # graded beside a submission that hangs or crashes
+
+
+def row(case, task, status, *expected, marks=()):
+    return pytest.param(case, task, status, expected, id=f"{case}/{task}", marks=marks)
+
+
+SYNTAX_ERROR_LINE = 1 + next(  # where the stray `return` sits in tests/wrong/syntax_error/vector_add.py
+    i
+    for i, line in enumerate((WRONG / "syntax_error" / "vector_add.py").read_text().splitlines())
+    if line.startswith("return")
+)
+OOB = requires_interpreter  # out-of-bounds checks are the interpreter's; a GPU needs compute-sanitizer
+
+# fmt: off
+# Graded in this process: none of them can hang or kill it.
+IN_PROCESS = [
+    row("no_mask", "vector_add", FAIL,
+        "out-of-bounds access", "program id (", "offending offsets", "tl.load had no mask", marks=OOB),
+    row("off_by_one", "vector_add", FAIL, "out-of-bounds access", "program id (", "The mask let", marks=OOB),
+    row("no_store_mask", "vector_copy", FAIL, "out-of-bounds access", "tl.store had no mask", marks=OOB),
+    row("grid_too_small", "vector_add", FAIL, "still NaN"),
+    row("unwritten_output", "vector_add", FAIL, "were never written"),
+    row("temp_unwritten", "vector_add", FAIL, "were never written"),
+    row("returns_cached", "vector_add", FAIL, "still NaN"),
+    row("torch_cheat", "vector_add", FAIL, "torch compute in the launcher", "torch `add`", "out.copy_(x + y)"),
+    row("torch_add", "vector_add", FAIL,
+        "torch compute in the launcher", "torch `add`", "torch.add(x, y, out=out)"),
+    row("torch_cheat_after_launch", "vector_add", FAIL, "torch compute in the launcher", "torch `add_`", "out += y"),
+    row("torch_cheat_in_grid", "vector_add", FAIL, "torch compute in the launcher"),
+    row("torch_cheat_in_hook", "vector_add", FAIL, "torch compute in the launcher"),
+    row("no_launch", "vector_add", FAIL, "no Triton kernel was launched"),
+    row("low_precision", "scaled_add", FAIL, "precision too low"),
+    row("wrong_formula", "vector_add", FAIL, "elements are wrong"),
+    row("divides_by_zero", "vector_add", FAIL, "elements are wrong", "inf where the reference is finite"),
+    row("syntax_error", "vector_add", FAIL, f"vector_add.py line {SYNTAX_ERROR_LINE}", "'return' outside function"),
+    row("missing_entry", "vector_add", FAIL, "has no function `vector_add`"),
+    row("import_error", "vector_add", FAIL, "importing", "ModuleNotFoundError", "triton_language_typo"),
+    row("kernel_error", "vector_add", FAIL, "the kernel raised", "power of 2"),
+    row("writes_input", "vector_add", FAIL, "changed the input `x`"),
+    row("writes_past_end", "vector_add", FAIL, "wrote outside the output"),
+    row("cached_result", "vector_add", FAIL, "elements are wrong"),
+    row("cached_result", "scaled_add", FAIL, "case 'misaligned'", "elements are wrong"),
+    row("returns_none", "returning_add", FAIL, "returned NoneType, not a tensor"),
+    row("wrong_shape", "returning_add", FAIL, "wrong shape: got (1, 5), expected (5,)"),
+    row("wrong_dtype", "returning_add", FAIL, "wrong dtype: got torch.float32, expected torch.float16"),
+    row("cached_tensor", "returning_add", FAIL, "case 'repeat'", "elements are wrong"),
+]
+
+# Graded in their own processes, beside solutions of other tasks, which must still pass.
+ISOLATED = [
+    row("hang", "vector_add", TIMEOUT, "seems to hang", f"no result after {HANG_TIMEOUT:.0f} s"),
+    row("crash", "vector_add", CRASH, "crashed", "exit code 1"),
+    row("segfault", "vector_add", CRASH, "crashed", f"signal {int(signal.SIGSEGV)}"),
+]
+# fmt: on
+
+# Wrong on purpose, but only for some random inputs: used to check seeds.
+SEED_DEPENDENT = WRONG / "seed_dependent"
+
+
+def full_text(result: grading.TaskResult) -> str:
+    return "\n".join([result.summary, *result.details])
+
+
+def assert_rejected(result: grading.TaskResult, status: str, expected: tuple[str, ...]) -> None:
+    text = full_text(result)
+    assert result.status == status, text
+    for piece in expected:
+        assert piece in text, f"expected {piece!r} in the grader's message:\n{text}"
+
+
+@pytest.mark.parametrize(("case", "task", "status", "expected"), IN_PROCESS)
+def test_wrong_submission_is_rejected(case, task, status, expected, returning_task):
+    result = grading.grade_in_process(task, WRONG / case, seed=SEED)
+    assert_rejected(result, status, expected)
+
+
+@pytest.mark.parametrize(("case", "task", "status", "expected"), ISOLATED)
+def test_hang_or_crash_loses_no_other_result(case, task, status, expected, isolated_grader, tmp_path):
+    source = tmp_path / "submission"
+    source.mkdir()
+    for other in OTHERS:
+        shutil.copy(ROOT / "solutions" / f"{other}.py", source)
+    shutil.copy(WRONG / case / f"{task}.py", source)
+
+    names = [OTHERS[0], task, OTHERS[1]]  # the bad one in the middle: results before and after it
+    results = grading.grade(names, source=source, seed=SEED, timeout=HANG_TIMEOUT)
+
+    assert [r.task for r in results] == names
+    by_task = {r.task: r for r in results}
+    assert_rejected(by_task[task], status, expected)
+    for other in OTHERS:
+        assert by_task[other].status == PASS, full_text(by_task[other])
+    label = report.LABEL[status]
+    assert f"{label:<5} {task}" in report.text(results)
+
+
+def test_every_wrong_submission_has_an_expectation():
+    listed = {(p.values[0], p.values[1]) for p in IN_PROCESS + ISOLATED}
+    listed.add((SEED_DEPENDENT.name, "vector_add"))
+    on_disk = {  # chapter folders (tests/wrong/chNN_*) belong to the chapters' own tests
+        (path.parent.name, path.stem) for path in WRONG.glob("*/*.py") if not re.match(r"ch\d\d_", path.parent.name)
+    }
+    assert on_disk == listed
+
+
+@pytest.mark.parametrize(("folder", "task"), [("allowed_torch", "vector_add"), ("returning", "returning_add")])
+def test_right_submission_passes(folder, task, returning_task):
+    result = grading.grade_in_process(task, GOOD / folder, seed=SEED)
+    assert result.status == PASS, full_text(result)
+    assert result.cases_passed == result.cases_total > 0
+
+
+# --------------------------------------------------------------------------------------------------
+# seeds: printed on failure, and the same seed gives the same failure
+
+
+def test_same_seed_same_failure_other_seed_other_inputs():
+    first = grading.grade_in_process("vector_add", SEED_DEPENDENT, seed=SEED)
+    again = grading.grade_in_process("vector_add", SEED_DEPENDENT, seed=SEED)
+    other = grading.grade_in_process("vector_add", SEED_DEPENDENT, seed=SEED + 100)
+    assert first.status == again.status == other.status == FAIL
+    assert full_text(first) == full_text(again)
+    assert full_text(first) != full_text(other)
+
+
+@pytest.fixture(scope="module")
+def seed_dependent_check(tmp_path_factory):
+    """One `check` of the seed-dependent submission with a seed the grader picks itself."""
+    progress = tmp_path_factory.mktemp("progress") / "progress.json"
+    proc = run_course("check", "vector_add", "--source", str(SEED_DEPENDENT), progress=progress)
+    return proc, progress
+
+
+def test_failing_seed_is_printed_and_reproduces(seed_dependent_check):
+    first, progress = seed_dependent_check
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert_clean(first)
+    found = re.search(r"reproduce: python -m course_lib check vector_add .*--seed (\d+)$", first.stdout, re.M)
+    assert found, first.stdout
+    first_failure = re.search(r"first failure: .*, seed \d+$", first.stdout, re.M)
+    assert first_failure, first.stdout
+
+    again = run_course(
+        "check", "vector_add", "--source", str(SEED_DEPENDENT), "--seed", found.group(1), progress=progress
+    )
+    assert again.returncode == 1
+    assert first_failure.group(0) in again.stdout
+    assert again.stdout == first.stdout
+
+
+def test_reproduce_line_runs_as_printed(seed_dependent_check):
+    """Copied from the report and run as it stands, the line must grade the same submission."""
+    first, progress = seed_dependent_check
+    line = re.search(r"reproduce: (.*)$", first.stdout, re.M).group(1)
+    argv = shlex.split(line)
+    assert argv[:3] == ["python", "-m", "course_lib"], line
+    again = run_course(*argv[3:], progress=progress)
+    assert again.stdout == first.stdout, f"`{line}` graded something else:\n{again.stdout}"

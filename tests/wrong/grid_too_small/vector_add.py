@@ -1,0 +1,21 @@
+"""Wrong on purpose: the grid rounds down, so the tail (and all of a tiny vector) is never written."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def vector_add(x, y, out):
+    n_elements = out.numel()
+    grid = (n_elements // 256,)
+    add_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=256)
+    return out

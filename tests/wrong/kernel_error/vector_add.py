@@ -1,0 +1,17 @@
+"""Wrong on purpose: tl.arange needs a power-of-two length; 1000 is not."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def vector_add(x, y, out):
+    n_elements = out.numel()
+    add_kernel[(triton.cdiv(n_elements, 1000),)](x, y, out, n_elements, BLOCK_SIZE=1000)
+    return out

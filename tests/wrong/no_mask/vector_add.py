@@ -1,0 +1,20 @@
+"""Wrong on purpose: no mask, so the last block reads and writes past the end of the tensors."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + offsets)
+    y = tl.load(y_ptr + offsets)
+    tl.store(out_ptr + offsets, x + y)
+
+
+def vector_add(x, y, out):
+    n_elements = out.numel()
+    grid = (triton.cdiv(n_elements, 1024),)
+    add_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=1024)
+    return out
