@@ -6,6 +6,8 @@
 import triton
 import triton.language as tl
 
+from course_lib.tuned import row_config  # rows per program and warps, measured on an H200
+
 
 @triton.jit
 def layernorm_kernel(
@@ -24,30 +26,6 @@ def layernorm_kernel(
     # TODO: load ROWS rows, compute each row's mean and (biased) variance in float32 over the real
     # TODO: columns only, normalize, scale by weight, shift by bias, and store in out's dtype.
     tl.static_assert(False, "not implemented yet: layernorm_kernel in exercises/layernorm.py")
-
-
-def row_config(n_cols, element_size):
-    """(ROWS, BLOCK_N, num_warps) for rows of n_cols elements of element_size bytes.
-
-    From a sweep of rows per program and warps for 4096 rows on an H200 (scripts/sweep_configs.py,
-    softmax and layernorm timed together): short rows are packed several to a program so each
-    program has enough loads in flight; long rows get more warps.
-    """
-    BLOCK_N = triton.next_power_of_2(n_cols)
-    table = {  # BLOCK_N: (ROWS, num_warps) for 2-byte and for 4-byte elements
-        512: ((4, 2), (2, 2)),
-        1024: ((2, 4), (4, 4)),
-        2048: ((1, 4), (1, 8)),
-        4096: ((2, 8), (1, 16)),
-        8192: ((1, 8), (1, 16)),
-    }
-    if BLOCK_N in table:
-        ROWS, num_warps = table[BLOCK_N][element_size > 2]
-    elif BLOCK_N < 512:
-        ROWS, num_warps = 2048 // BLOCK_N, 2
-    else:
-        ROWS, num_warps = 1, 16
-    return ROWS, BLOCK_N, num_warps
 
 
 def layernorm(x, weight, bias, eps, out):
