@@ -32,7 +32,9 @@ case "$what" in
     pip install -q -e .
     .venv/bin/python -m course_lib sync-exercises
     .venv/bin/python -m course_lib doctor || true
-    exec .venv/bin/jupyter lab notebooks/00_setup.ipynb
+    extra=()
+    [ "$(id -u)" = 0 ] && extra+=(--allow-root)  # containers and CI machines often run as root
+    exec .venv/bin/jupyter lab "${extra[@]}" notebooks/00_setup.ipynb
     ;;
   test)
     pip install -q -e ".[dev]"
