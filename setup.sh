@@ -34,7 +34,7 @@ case "$what" in
     .venv/bin/python -m course_lib doctor || true
     extra=()
     [ "$(id -u)" = 0 ] && extra+=(--allow-root)  # containers and CI machines often run as root
-    exec .venv/bin/jupyter lab "${extra[@]}" notebooks/00_setup.ipynb
+    exec .venv/bin/jupyter lab ${extra[@]+"${extra[@]}"} notebooks/00_setup.ipynb
     ;;
   test)
     pip install -q -e ".[dev]"
