@@ -34,7 +34,10 @@ case "$what" in
     .venv/bin/python -m course_lib doctor || true
     extra=()
     [ "$(id -u)" = 0 ] && extra+=(--allow-root)  # containers and CI machines often run as root
-    exec .venv/bin/jupyter lab ${extra[@]+"${extra[@]}"} notebooks/00_setup.ipynb
+    # serve the whole course (exercises/ too) and put .venv first on PATH, so that `python -m
+    # course_lib ...` in a JupyterLab terminal finds the course's Python
+    export PATH="$PWD/.venv/bin:$PATH"
+    exec .venv/bin/jupyter lab --ServerApp.root_dir="$PWD" ${extra[@]+"${extra[@]}"} notebooks/00_setup.ipynb
     ;;
   test)
     pip install -q -e ".[dev]"

@@ -32,7 +32,7 @@ def _cmd_list(args) -> int:
         if spec.chapter != chapter:
             chapter = spec.chapter
             print(f"chapter {chapter}")
-        print(f"  {spec.name:<16} {progress.status_of(spec.name, data):<22} {spec.title}")
+        print(f"  {spec.name:<16} {progress.status_of(spec.name, data):<28} {spec.title}")
     return 0
 
 
@@ -229,3 +229,6 @@ def main(argv: list[str] | None = None) -> int:
     except runtime.CourseSetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error of the course
+        sys.stderr.close()
+        return 0

@@ -96,7 +96,8 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
         details.append(f"  {'index':<18}{'yours':>14}{'expected':>14}{'abs error':>14}")
         for r in rows:
             details.append(
-                f"  {str(_index(r, shape)):<18}{_fmt(g[r].item()):>14}{_fmt(e[r].item()):>14}{_fmt(diff[r].item()):>14}"
+                f"  {str(_index(r, shape)):<18}{_fmt(g[r].item()):>14}{_fmt(e[r].item()):>14}"
+                f"{_fmt(diff[r].item() if finite[r] else abs(g[r].item() - e[r].item())):>14}"
             )
     if n_unwritten == n:
         summary = "no element of the output was written (all still NaN)"

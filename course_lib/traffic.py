@@ -76,7 +76,9 @@ class OpTraffic:
 
     @property
     def efficiency(self) -> float:
-        return self.ideal_sectors / self.sectors if self.sectors else 1.0
+        """Useful bytes over bytes fetched: one element per 32-lane warp (BLOCK_SIZE 1) wastes 7/8
+        of each 32-byte sector even though that warp touches the fewest sectors it can."""
+        return self.useful_bytes / (self.sectors * SECTOR) if self.sectors else 1.0
 
     @property
     def sectors_per_request(self) -> float:
@@ -158,7 +160,7 @@ class Recorder:
             "ideal_sectors": self.ideal_sectors,
             "distinct_sectors": self.distinct_sectors,
             "useful_bytes": self.useful_bytes,
-            "efficiency": self.ideal_sectors / self.sectors if self.sectors else 1.0,
+            "efficiency": self.useful_bytes / (self.sectors * SECTOR) if self.sectors else 1.0,
             "ops": [
                 {
                     "kind": op.kind,
