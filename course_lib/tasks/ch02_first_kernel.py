@@ -39,7 +39,7 @@ register(
 )
 
 
-def _scaled_inputs(case: Case, gen: torch.Generator) -> dict:
+def scaled_add_inputs(case: Case, gen: torch.Generator) -> dict:
     alpha = float(torch.empty((), device=gen.device).uniform_(-2.0, 2.0, generator=gen))
     return {
         "alpha": alpha,
@@ -49,7 +49,7 @@ def _scaled_inputs(case: Case, gen: torch.Generator) -> dict:
     }
 
 
-def _scaled_reference(alpha: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def scaled_add_reference(alpha: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return alpha * x + y  # read 2N elements; write N elements
 
 
@@ -68,8 +68,8 @@ register(
         chapter="02",
         title="alpha * x + y on lengths no block divides, from misaligned pointers",
         entry="scaled_add",
-        make_inputs=_scaled_inputs,
-        reference=_scaled_reference,
+        make_inputs=scaled_add_inputs,
+        reference=scaled_add_reference,
         cases=_scaled_cases,
         bytes_moved=lambda case: nbytes(case, 3),
         flops=lambda case: 2 * case.shape[0],

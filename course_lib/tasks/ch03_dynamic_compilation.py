@@ -6,7 +6,8 @@ import torch
 
 from .. import runtime
 from ..compilation import autotuners_in, describe_config
-from . import Case, TaskSpec, elementwise_cases, nbytes, output_like, random_tensor, register
+from . import Case, TaskSpec, elementwise_cases, nbytes, register
+from .ch02_first_kernel import scaled_add_inputs, scaled_add_reference  # the same alpha * x + y
 
 # Lengths the re-tuning check launches with: five in one power-of-two class (4097 to 8192), then one
 # 4x longer, in a class no graded case visits (their lengths: 1, 3, 1000, 1537, 4097 and the large
@@ -17,23 +18,9 @@ PERF_SIZE = 16 * 2**20 + 5  # three fp32 vectors of 64 MB: 192 MB, over 3x the 6
 PERF_TOLERANCE = 0.10  # the learner's launcher within 10% of the fastest config forced by hand
 
 
-def _axpy_inputs(case: Case, gen: torch.Generator) -> dict:
-    alpha = float(torch.empty((), device=gen.device).uniform_(-2.0, 2.0, generator=gen))
-    return {
-        "alpha": alpha,
-        "x": random_tensor(case, gen),
-        "y": random_tensor(case, gen),
-        "out": output_like(case, gen),
-    }
-
-
-def _axpy_reference(alpha: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return alpha * x + y  # read 2N elements; write N elements
-
-
 def _inputs_of_length(n: int, seed: int) -> dict:
     gen = torch.Generator(device=runtime.device()).manual_seed(seed)
-    return _axpy_inputs(Case((n,), torch.float32, "extra"), gen)
+    return scaled_add_inputs(Case((n,), torch.float32, "extra"), gen)
 
 
 def _cache_entries(tuners: dict) -> int:
@@ -146,8 +133,8 @@ register(
         chapter="03",
         title="alpha * x + y, autotuned, with a key that re-tunes once per size class",
         entry="autotuned_axpy",
-        make_inputs=_axpy_inputs,
-        reference=_axpy_reference,
+        make_inputs=scaled_add_inputs,
+        reference=scaled_add_reference,
         cases=elementwise_cases,
         bytes_moved=lambda case: nbytes(case, 3),
         flops=lambda case: 2 * case.shape[0],
