@@ -150,7 +150,10 @@ def run(
             "versions": runtime.versions(),
             "date": time.strftime("%Y-%m-%d"),
             "peaks": peaks.to_dict(),
-            "method": "triton.testing.do_bench: warm-up 25 ms, 100 ms of repetitions, L2 flushed; median and p20/p80",
+            "method": (
+                "course_lib.timing.bench: CUDA events around each call, L2 flushed by a read before each, "
+                "warm-up 25 ms, 100 ms of calls; median and p20/p80"
+            ),
         },
         "records": rows,
     }

@@ -219,7 +219,29 @@ def compile_for(
             raise ValueError(f"only pointer and integer arguments can be aligned, not: {', '.join(wrong)}")
     attrs = {(names.index(n),): _backend(target).parse_attr("D") for n in hinted}
     src = ASTSource(fn=jf, signature=full_signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=_target(target), options=options or None)
+    with _compilable_language():
+        return triton.compile(src, target=_target(target), options=options or None)
+
+
+@contextmanager
+def _compilable_language():
+    """In CPU mode Triton's own @jit helpers (tl.max, tl.sum, tl.softmax, ...) are interpreted
+    functions too, and the compiler cannot call those: swap in JITFunctions while compiling."""
+    import triton.language as tl
+    import triton.language.standard as standard
+
+    swapped = []
+    seen: dict = {}
+    for module in (tl, standard):
+        for name, value in list(vars(module).items()):
+            if type(value).__name__ == "InterpretedFunction":
+                swapped.append((module, name, value))
+                setattr(module, name, _jit_function(value, seen))
+    try:
+        yield
+    finally:
+        for module, name, value in swapped:
+            setattr(module, name, value)
 
 
 def _can_divide(ty: str) -> bool:

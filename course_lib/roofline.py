@@ -106,7 +106,7 @@ def measure_peaks() -> Peaks:
     v = runtime.versions()
     source = (
         f"measured on {info.name}, {time.strftime('%Y-%m-%d')}, torch {v['torch']}, triton {v['triton']}: "
-        "copy_ and add of 2 GiB tensors, cuBLAS 8192^3 matmuls (no TF32 for float32), median of do_bench"
+        "copy_ and add of 2 GiB tensors, cuBLAS 8192^3 matmuls (no TF32 for float32), median of course_lib.timing.bench"
     )
     return Peaks(
         info.name, round(bandwidth, 1), {k: round(val, 1) for k, val in tflops.items()}, source, round(copy_gbs, 1)

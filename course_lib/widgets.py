@@ -480,7 +480,8 @@ def benchmark_panel(task, sizes=None, source: str = "solutions", run: bool = Tru
             fig = sweep_figure(rows, peaks, metric, f"{spec.name} {last['dtype']} on {gpu}, measured now")
             figure_box.children = [_image(fig)]
             table.value = _pre(
-                f"measured now on {gpu} (timing.bench: do_bench median, L2 flushed):\n{sweep_table(rows, metric)}"
+                f"measured now on {gpu} (timing.bench: median of CUDA-event timings, L2 flushed):\n"
+                + sweep_table(rows, metric)
             )
             timed = {tuple(r["shape"]) for r in rows}
             wrong = [shape for shape in sizes if shape not in timed]

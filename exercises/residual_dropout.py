@@ -2,7 +2,7 @@
 # `python -m course_lib sync-exercises`. Replace each TODO stub with your code, then run
 # `python -m course_lib check residual_dropout`. Your edits are never overwritten by sync-exercises.
 """out = residual + dropout(x, p) with a seed: the mask is recomputed, never stored, and the same
-seed gives the same mask on every run."""
+seed gives the same mask on every run. One Philox call gives four random numbers; all four are used."""
 
 import triton
 import triton.language as tl
@@ -18,15 +18,16 @@ def residual_dropout_kernel(
     seed,  # with the element's index, decides its fate
     BLOCK_SIZE: tl.constexpr,
 ):
-    # TODO: keep element i when tl.rand(seed, i) >= p (i = global index), scale kept values by
-    # TODO: 1 / (1 - p), add the residual, and store in out's dtype.
+    # TODO: Philox counters k = pid * (BLOCK_SIZE // 4) + 0 ... BLOCK_SIZE // 4 - 1; the block as a
+    # TODO: (BLOCK_SIZE // 4, 4) tile where element 4k + j keeps when the j-th number of
+    # TODO: tl.rand4x(seed, k) is >= p; scale kept values by 1 / (1 - p), add the residual, store.
     tl.static_assert(False, "not implemented yet: residual_dropout_kernel in exercises/residual_dropout.py")
 
 
 def residual_dropout(x, residual, out, p, seed):
     """out[:] = residual + dropout(x, p) with the mask given by seed. Returns out."""
     n_elements = out.numel()
-    BLOCK_SIZE = 2048
+    BLOCK_SIZE = 2048  # a multiple of 4; 2048 with 4 warps was the fastest of six on an H200
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    residual_dropout_kernel[grid](x, residual, out, n_elements, p, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=8)
+    residual_dropout_kernel[grid](x, residual, out, n_elements, p, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
     return out

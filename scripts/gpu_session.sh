@@ -2,7 +2,9 @@
 # Everything the course checks and measures on a GPU, in one call. The lent GPU machine has no
 # package registry: this runs from the checkout with PYTHONPATH, no install. Outputs go to $OUT.
 #   OUT=/some/dir bash scripts/gpu_session.sh [steps...]
-# steps (default: all but sweep): doctor check wrong bench traffic capture sweep
+# steps (default: all but sweep, experiments): doctor check wrong bench traffic capture widgets
+#   sweep experiments (scripts/experiments.py; EXPERIMENTS="timing gelu" picks some)
+# WIDGET_DEPS=folder: ipywidgets and friends for a GPU machine that lacks them (widgets step)
 # BENCH_TASKS="softmax layernorm" limits the bench step; BENCH_DTYPE=float32 its cases.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +13,7 @@ export COURSE_PROGRESS="${TMPDIR:-/tmp}/course-progress.json" COURSE_CACHE="${TM
 OUT="${OUT:-results/session}"
 mkdir -p "$OUT"
 py=python3
-steps="${*:-doctor check wrong bench traffic capture}"
+steps="${*:-doctor check wrong bench traffic capture widgets}"
 quiet() { grep -v -i -E "warn|online softmax|split the reduction|important use case|^softmax\.$|^$"; }
 step() { printf '\n===== %s\n' "$1"; }
 has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -43,7 +45,8 @@ if has sweep; then
 fi
 if has bench; then
   step bench
-  for task in ${BENCH_TASKS:-vector_copy vector_add scaled_add fused_bias_gelu residual_dropout softmax layernorm}; do
+  all_tasks=$($py -c "from course_lib import tasks; print(' '.join(t.name for t in tasks.all_tasks() if t.bench_cases))")
+  for task in ${BENCH_TASKS:-$all_tasks}; do
     $py -m course_lib bench "$task" ${BENCH_DTYPE:+--dtype $BENCH_DTYPE} --record "$OUT/bench_$task.json" 2>&1 | quiet
   done
 fi
@@ -54,4 +57,13 @@ fi
 if has capture; then
   step "what torch.compile generates for bias + GELU"
   $py -c "from course_lib.compilation import capture_inductor_code as c; c('$OUT/torch_compile_bias_gelu_h200.json')" 2>&1 | tail -3
+fi
+if has widgets; then
+  step "widgets in GPU mode (benchmark panel, tuner, comparison chart)"
+  mkdir -p "$OUT/widgets"
+  OUT="$OUT/widgets" $py scripts/widgets_gpu_check.py 2>&1 | quiet | tee "$OUT/widgets/widgets.txt"
+fi
+if has experiments; then
+  step "experiments"
+  $py scripts/experiments.py ${EXPERIMENTS:-timing gelu rows dropout} --out "$OUT" 2>&1 | quiet
 fi

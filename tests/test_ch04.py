@@ -66,14 +66,16 @@ WRONG_SUBMISSIONS = {
                            _half),
     "ch04_no_column_mask": (GELU, ("out-of-bounds access", "Nearest tensor: `bias_ptr`", "tl.load had no mask"),
                             _ragged_columns),
-    "ch04_local_offsets": (DROPOUT, (f"repeat every {DROPOUT_BLOCK} elements", "not the element's global offset"),
+    "ch04_local_offsets": (DROPOUT, (f"repeat every {DROPOUT_BLOCK} elements", "counters restart in every block"),
                            _lane_counters_fail),
-    "ch04_constant_seed": (DROPOUT, ("another mask than tl.rand(seed, i) >= p", "is `seed` passed to tl.rand"),
+    "ch04_constant_seed": (DROPOUT, ("another mask than the task's", "is `seed` passed to tl.rand4x"),
                            _constant_seed_fails),
     "ch04_no_scaling": (DROPOUT, ("not scaled by 1 / (1 - p)",),
                         lambda c: c.options["p"] > 0),
-    "ch04_inverted_keep": (DROPOUT, ("the mask is inverted", "tl.rand(seed, i) < p"),
+    "ch04_inverted_keep": (DROPOUT, ("the mask is inverted", "kept where their number is < p"),
                            lambda c: True),  # p = 0 then keeps nothing
+    "ch04_one_number_per_call": (DROPOUT, ("one Philox call per element", "j-th number of tl.rand4x(seed, k)"),
+                                 _constant_seed_fails),  # element 0 agrees (word 0 is tl.rand's); 1000 never
 }
 # fmt: on
 
@@ -134,6 +136,17 @@ def _rand_kernel(out_ptr, n_elements, seed, BLOCK_SIZE: tl.constexpr):
     tl.store(out_ptr + offsets, tl.rand(seed, offsets), mask=offsets < n_elements)
 
 
+@triton.jit
+def _rand4x_kernel(out_ptr, n_counters, seed, BLOCK: tl.constexpr):
+    k = tl.program_id(axis=0) * BLOCK + tl.arange(0, BLOCK)
+    r0, r1, r2, r3 = tl.rand4x(seed, k)
+    mask = k < n_counters
+    tl.store(out_ptr + k * 4, r0, mask=mask)
+    tl.store(out_ptr + k * 4 + 1, r1, mask=mask)
+    tl.store(out_ptr + k * 4 + 2, r2, mask=mask)
+    tl.store(out_ptr + k * 4 + 3, r3, mask=mask)
+
+
 @requires_interpreter
 @pytest.mark.parametrize("seed", [0, 2024, 2**31 - 2])
 def test_philox_reference_is_tl_rand_bit_for_bit(seed):
@@ -142,3 +155,14 @@ def test_philox_reference_is_tl_rand_bit_for_bit(seed):
     out = torch.empty(n)
     _rand_kernel[(triton.cdiv(n, 1024),)](out, n, seed, BLOCK_SIZE=1024)
     assert np.array_equal(out.numpy(), philox.rand(seed, np.arange(n)))
+
+
+@requires_interpreter
+@pytest.mark.parametrize("seed", [0, 2024, 2**31 - 2])
+def test_per_element_numbers_are_tl_rand4x_bit_for_bit(seed):
+    """The exercise's mask: element 4k + j takes the j-th number of tl.rand4x(seed, k)."""
+    n_counters = 777
+    out = torch.empty(4 * n_counters)
+    _rand4x_kernel[(triton.cdiv(n_counters, 256),)](out, n_counters, seed, BLOCK=256)
+    assert np.array_equal(out.numpy(), philox.rand_per_element(seed, np.arange(4 * n_counters)))
+    assert np.array_equal(out.numpy()[::4], philox.rand(seed, np.arange(n_counters)))  # word 0 is tl.rand's

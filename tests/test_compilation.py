@@ -199,6 +199,24 @@ def test_kernels_still_launch_after_compiling(compiled):
     assert torch.equal(out, x * x)
 
 
+@triton.jit
+def _row_max_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + tl.program_id(0) * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    tl.store(out_ptr + tl.program_id(0), tl.max(x, axis=0))
+
+
+def test_kernels_with_triton_library_functions_compile_and_still_run():
+    """tl.max is a @jit function of Triton's own, interpreted in CPU mode: compiling a
+    kernel that calls it must hand the compiler JITFunctions, and leave the interpreter's in place."""
+    x = torch.randn(3, 100, device=runtime.device())
+    k = compilation.compile_for_args(_row_max_kernel, x, x, 100, BLOCK=128)
+    assert "shfl.sync" in compilation.asm(k, "ptx")  # the reduction across lanes
+    out = torch.empty(3, device=runtime.device())
+    _row_max_kernel[(3,)](x, out, 100, BLOCK=128)
+    assert torch.equal(out, x.max(dim=1).values)
+
+
 # --------------------------------------------------------------------------------------------------
 # reading PTX
 

@@ -7,6 +7,7 @@ import torch
 
 from . import DEFAULT_TOLERANCE, Case, TaskSpec, Tolerance, nbytes, output_like, random_tensor, register, runtime
 from .philox import rand as philox_rand
+from .philox import rand_per_element
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
@@ -108,15 +109,19 @@ register(
             Case((8192, 8192), F32, "bench", params=(("approximate", "tanh"),)),
             Case((8192, 8192), BF16, "bench", params=(("approximate", "tanh"),)),
             Case((8192, 8192), BF16, "bench", params=(("approximate", "none"),)),
+            Case((8192, 8192), F32, "bench", params=(("approximate", "none"),)),
         ],
         hints=[
             "Unfused, x + bias writes a whole tensor and GELU reads it back: four full-tensor transfers "
             "where two do. In one kernel, load a tile of x, add the bias in registers, apply GELU, store once.",
-            "Use a 2-D grid: program (pid_m, pid_n) owns rows pid_m*BLOCK_M ... and columns "
-            "pid_n*BLOCK_N ...; load the bias for those columns once and broadcast it with b[None, :].",
+            "The launcher starts one program per tile, numbered along the rows: with "
+            "col_tiles = tl.cdiv(n_cols, BLOCK_N), program pid owns tile row pid_m = pid // col_tiles and "
+            "tile column pid_n = pid % col_tiles, i.e. rows pid_m*BLOCK_M ... and columns pid_n*BLOCK_N ...; "
+            "load the bias for those columns once and broadcast it with b[None, :].",
             "Compute in float32 (x.to(tl.float32)) and cast on the store. tanh form: "
             "0.5*u*(1 + tanh(v)) with v = 0.7978845608*(u + 0.044715*u^3), which equals u * sigmoid(2v) "
-            "= u / (1 + exp(-2v)); erf form: 0.5*u*(1 + erf(u/sqrt(2))) with tl.math.erf.",
+            "= u / (1 + exp(-2v)); erf form: 0.5*u*(1 + erf(u/sqrt(2))) with tl.math.erf (correct; "
+            "notebook 04 shows a cheaper erf that the solution uses).",
             "Pick the form with a tl.constexpr flag so each form compiles to its own kernel with no "
             "branch inside; mask both dimensions: (rows[:, None] < n_rows) & (cols[None, :] < n_cols).",
         ],
@@ -140,8 +145,9 @@ def _dropout_inputs(case: Case, gen: torch.Generator) -> dict:
 
 
 def _dropout_reference(x: torch.Tensor, residual: torch.Tensor, p: float, seed: int) -> torch.Tensor:
-    # read 2N elements; write N elements. Element i is kept when tl.rand(seed, i) >= p.
-    r = philox_rand(seed, np.arange(x.numel()))
+    # read 2N elements; write N elements. Element i = 4k + j is kept when the j-th number of
+    # tl.rand4x(seed, k) is >= p: one Philox call serves four elements.
+    r = rand_per_element(seed, np.arange(x.numel()))
     keep = torch.from_numpy(r >= np.float32(p)).reshape(x.shape).to(x.device)
     return residual + torch.where(keep, x / (1.0 - p), torch.zeros_like(x))
 
@@ -161,7 +167,7 @@ def _dropout_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None
     x, residual, p, seed = (inputs[k] for k in ("x", "residual", "p", "seed"))
     tol = DEFAULT_TOLERANCE[case.dtype]
     n = x.numel()
-    r = torch.from_numpy(philox_rand(seed, np.arange(n))).reshape(x.shape)
+    r = torch.from_numpy(rand_per_element(seed, np.arange(n))).reshape(x.shape)
     keep = r >= np.float32(p)
 
     def dropout(kept: torch.Tensor, scale: float) -> torch.Tensor:
@@ -170,14 +176,20 @@ def _dropout_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None
     if p > 0 and _matches(got, dropout(keep, 1.0), tol):
         return "the kept values are not scaled by 1 / (1 - p), so dropout shrinks the expected value"
     if n >= _EVIDENCE and _matches(got, dropout(~keep, 1 / (1 - p)), tol):
-        return "the mask is inverted: elements were kept where tl.rand(seed, i) < p, a fraction p of them; keep >= p"
+        return "the mask is inverted: elements were kept where their number is < p, a fraction p of them; keep >= p"
+    one_per_call = torch.from_numpy(philox_rand(seed, np.arange(n))).reshape(x.shape) >= np.float32(p)
+    if int((one_per_call != keep).sum()) >= _EVIDENCE and _matches(got, dropout(one_per_call, 1 / (1 - p)), tol):
+        return (
+            "the mask is tl.rand(seed, i) >= p, one Philox call per element; this task takes four numbers from "
+            "each call: element 4k + j uses the j-th number of tl.rand4x(seed, k)"
+        )
     block = 16
     while block < n and block <= 2**16:
-        lanes = torch.from_numpy(philox_rand(seed, np.arange(n) % block)).reshape(x.shape) >= np.float32(p)
+        lanes = torch.from_numpy(rand_per_element(seed, np.arange(n) % block)).reshape(x.shape) >= np.float32(p)
         if int((lanes != keep).sum()) >= _EVIDENCE and _matches(got, dropout(lanes, 1 / (1 - p)), tol):
             return (
-                f"the random numbers repeat every {block} elements: the counter is the lane in the block "
-                "(tl.arange(0, BLOCK_SIZE)), not the element's global offset"
+                f"the random numbers repeat every {block} elements: the Philox counters restart in every block "
+                "(tl.arange alone); the counter of elements 4k ... 4k + 3 is their global k = offset // 4"
             )
         block *= 2
     if p > 0 and n >= 4 * _EVIDENCE:
@@ -185,8 +197,8 @@ def _dropout_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None
         kept = (got - dropout(torch.ones_like(keep), 1 / (1 - p))).abs() <= tol.atol + tol.rtol * got.abs()
         if bool((dropped | kept).all()):
             return (
-                "the output is residual + dropout with another mask than tl.rand(seed, i) >= p: is `seed` "
-                "passed to tl.rand, and is the counter the element's global offset?"
+                "the output is residual + dropout with another mask than the task's: is `seed` passed to "
+                "tl.rand4x, is the counter the global k = offset // 4, and does element 4k + j take number j?"
             )
     return None
 
@@ -219,15 +231,19 @@ register(
         cases=_dropout_cases,
         bytes_moved=lambda case: nbytes(case, 3),
         flops=lambda case: 3 * case.shape[0],
-        bench_cases=[Case((64 * 2**20,), BF16, "bench", params=(("p", 0.1),))],
+        bench_cases=[Case((64 * 2**20,), dt, "bench", params=(("p", 0.1),)) for dt in (BF16, F32)],
         hints=[
             "The mask is not stored anywhere: each element's random number is recomputed from the seed "
-            "and the element's index with tl.rand(seed, offsets), where offsets are the global element "
-            "indices (pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)).",
-            "Keep element i when tl.rand(seed, offsets) >= p, and scale the kept values by 1 / (1 - p) so "
-            "the expected value is unchanged: out = residual + where(keep, x / (1 - p), 0).",
-            "Because tl.rand is counter-based, the same seed gives the same mask whatever BLOCK_SIZE you "
-            "pick; if the mask changes between runs or block sizes, the offsets are not the global index.",
+            "and a counter. tl.rand4x(seed, k) runs Philox once on counter k and returns four numbers; "
+            "element 4k + j uses the j-th. So a block of BLOCK_SIZE elements needs BLOCK_SIZE // 4 counters: "
+            "k = pid * (BLOCK_SIZE // 4) + tl.arange(0, BLOCK_SIZE // 4), global, not restarting per block.",
+            "Work on the block as a (BLOCK_SIZE // 4, 4) tile: offsets = k[:, None] * 4 + tl.arange(0, 4)[None, :] "
+            "(still contiguous in memory). Pick number j for column j with tl.where(j == 0, r0[:, None], "
+            "tl.where(j == 1, r1[:, None], ...)).",
+            "Keep an element when its number is >= p, and scale the kept values by 1 / (1 - p) so the "
+            "expected value is unchanged: out = residual + where(keep, x / (1 - p), 0).",
+            "Because the numbers are counter-based, the same seed gives the same mask whatever BLOCK_SIZE you "
+            "pick; if the mask changes between runs or block sizes, the counters are not global.",
         ],
     )
 )

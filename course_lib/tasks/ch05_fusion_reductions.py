@@ -91,6 +91,8 @@ register(
         cases=lambda mode: _row_cases(mode, long_rows=True),
         bytes_moved=lambda case: nbytes(case, 3),  # two reads of the row and one write
         flops=lambda case: 7 * case.shape[0] * case.shape[1],
+        # rows of 32768: 64 or 128 KB, more than a program holds in registers
+        bench_cases=[Case((2048, 32768), dt, "bench") for dt in (BF16, F32)],
         hints=[
             "Walk the row in chunks of BLOCK_N. Keep two running numbers: m, the largest value so far, "
             "and s, the sum of exp(x - m) so far.",

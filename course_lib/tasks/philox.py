@@ -1,9 +1,10 @@
-"""Triton's counter-based random numbers (``tl.rand(seed, offsets)``), in numpy, for references.
+"""Triton's counter-based random numbers (``tl.rand``, ``tl.rand4x``), in numpy, for references.
 
-``tl.rand`` runs 10 rounds of Philox 4x32 on the counter (offset, 0, 0, 0) with the seed as key and
-turns the first 32-bit word into a float in [0, 1). Being counter-based, the number for an element
-depends only on (seed, offset): the same seed gives the same dropout mask on every run, whatever the
-block size or the order of the programs.
+``tl.rand(seed, offsets)`` runs 10 rounds of Philox 4x32 on the counter (offset, 0, 0, 0) with the
+seed as key and turns the first of the four 32-bit words it computes into a float in [0, 1);
+``tl.rand4x`` returns all four. Being counter-based, a number depends only on (seed, counter): the
+same seed gives the same dropout mask on every run, whatever the block size or the order of the
+programs.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ def _mulhilo(a: np.uint64, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (product >> np.uint64(32)).astype(np.uint32), (product & _LOW).astype(np.uint32)
 
 
-def randint(seed: int, offsets: np.ndarray, rounds: int = 10) -> np.ndarray:
-    """The first 32-bit output of Philox for each offset (what ``tl.randint(seed, offsets)`` returns)."""
+def randint4x(seed: int, offsets: np.ndarray, rounds: int = 10) -> tuple[np.ndarray, ...]:
+    """The four 32-bit words of Philox for each offset (what ``tl.randint4x(seed, offsets)`` returns)."""
     c0 = np.asarray(offsets).astype(np.int64).astype(np.uint32)
     c1 = np.zeros_like(c0)
     c2 = np.zeros_like(c0)
@@ -35,11 +36,37 @@ def randint(seed: int, offsets: np.ndarray, rounds: int = 10) -> np.ndarray:
             c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
             k0 = np.uint32(k0 + _KEY_A)
             k1 = np.uint32(k1 + _KEY_B)
-    return c0
+    return c0, c1, c2, c3
+
+
+def randint(seed: int, offsets: np.ndarray, rounds: int = 10) -> np.ndarray:
+    """The first 32-bit word of Philox for each offset (what ``tl.randint(seed, offsets)`` returns)."""
+    return randint4x(seed, offsets, rounds)[0]
+
+
+def _uniform(words: np.ndarray) -> np.ndarray:
+    x = words.view(np.int32)
+    x = np.where(x < 0, ~x, x)
+    return x.astype(np.float32) * np.float32(4.6566127342e-10)
 
 
 def rand(seed: int, offsets: np.ndarray) -> np.ndarray:
     """Uniform float32 in [0, 1), bit for bit what ``tl.rand(seed, offsets)`` gives."""
-    x = randint(seed, offsets).view(np.int32)
-    x = np.where(x < 0, ~x, x)
-    return x.astype(np.float32) * np.float32(4.6566127342e-10)
+    return _uniform(randint(seed, offsets))
+
+
+def rand4x(seed: int, offsets: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The four uniform float32 numbers per offset that ``tl.rand4x(seed, offsets)`` gives."""
+    return tuple(_uniform(w) for w in randint4x(seed, offsets))
+
+
+def rand_per_element(seed: int, indices: np.ndarray) -> np.ndarray:
+    """One uniform number per element index, four per Philox call: element 4k + j gets the j-th number
+    of ``tl.rand4x(seed, k)``. The dropout exercise draws its mask this way."""
+    indices = np.asarray(indices, dtype=np.int64)
+    words = rand4x(seed, indices // 4)
+    out = np.empty(indices.shape, dtype=np.float32)
+    for j in range(4):
+        pick = indices % 4 == j
+        out[pick] = words[j][pick]
+    return out

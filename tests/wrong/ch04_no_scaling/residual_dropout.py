@@ -1,5 +1,5 @@
-"""Wrong on purpose: kept values are not scaled by 1 / (1 - p), so the expected value of the dropout
-part shrinks to (1 - p) * x."""
+"""Wrong on purpose: the kept values are not scaled by 1 / (1 - p), so the expected value of the
+output shrinks by a factor 1 - p."""
 
 import triton
 import triton.language as tl
@@ -16,19 +16,22 @@ def residual_dropout_kernel(
     BLOCK_SIZE: tl.constexpr,
 ):
     pid = tl.program_id(axis=0)
-    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    k = pid * (BLOCK_SIZE // 4) + tl.arange(0, BLOCK_SIZE // 4)  # one Philox counter per 4 elements
+    j = tl.arange(0, 4)
+    offsets = k[:, None] * 4 + j[None, :]  # (BLOCK_SIZE // 4, 4), contiguous in memory
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
     residual = tl.load(residual_ptr + offsets, mask=mask).to(tl.float32)
-    keep = tl.rand(seed, offsets) >= p  # counter-based: depends on (seed, index) only
-    out = residual + tl.where(keep, x, 0.0)  # no 1 / (1 - p)
+    r0, r1, r2, r3 = tl.rand4x(seed, k)  # counter-based: depends on (seed, k) only
+    r = tl.where(j == 0, r0[:, None], tl.where(j == 1, r1[:, None], tl.where(j == 2, r2[:, None], r3[:, None])))
+    out = residual + tl.where(r >= p, x, 0.0)  # no 1 / (1 - p)
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def residual_dropout(x, residual, out, p, seed):
     """out[:] = residual + dropout(x, p) with the mask given by seed. Returns out."""
     n_elements = out.numel()
-    BLOCK_SIZE = 2048
+    BLOCK_SIZE = 2048  # a multiple of 4; 2048 with 4 warps was the fastest of six on an H200
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    residual_dropout_kernel[grid](x, residual, out, n_elements, p, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=8)
+    residual_dropout_kernel[grid](x, residual, out, n_elements, p, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
     return out
