@@ -31,7 +31,7 @@ if has check; then
 fi
 if has wrong; then
   step "wrong submissions on the GPU"
-  for case in no_mask off_by_one grid_too_small writes_past_end unwritten_output torch_cheat low_precision hang crash; do
+  for case in no_mask off_by_one grid_too_small writes_past_end unwritten_output torch_cheat low_precision hang crash ch04_one_number_per_call ch04_local_offsets; do
     for file in tests/wrong/$case/*.py; do
       task=$(basename "$file" .py)
       printf -- '--- %s / %s: ' "$case" "$task"
@@ -41,7 +41,7 @@ if has wrong; then
 fi
 if has sweep; then
   step "config sweeps"
-  $py scripts/sweep_configs.py --out "$OUT/sweep.json" 2>&1 | quiet
+  $py scripts/sweep_configs.py --out "$OUT/sweep_rows.json" 2>&1 | quiet
 fi
 if has bench; then
   step bench
