@@ -114,7 +114,7 @@ def _speed_check(tuners: dict, entry) -> tuple[bool, str, list[str]]:
     best_label, best = min(rows, key=lambda r: r[1].median_ms)
     tuned = bench(call)
     ratio = tuned.median_ms / best.median_ms
-    details = [f"fp32, {PERF_SIZE:,} elements; median of do_bench, L2 flushed:"]
+    details = [f"fp32, {PERF_SIZE:,} elements; median of course_lib.timing.bench, L2 flushed:"]
     details += [f"  forced {label:<52} {t.median_ms * 1e3:8.1f} us" for label, t in rows]
     details.append(f"  your launcher, autotuned {'':<43}{tuned.median_ms * 1e3:8.1f} us ({ratio:.2f}x the best)")
     ok = ratio <= 1 + PERF_TOLERANCE
