@@ -80,7 +80,7 @@ def bench(
     model: ``"read"`` reads a buffer several times the L2's size (the default), ``"write"`` zeroes
     one, as ``triton.testing.do_bench`` does, and None keeps the L2 warm. A write flush leaves the L2
     full of dirty lines, which drain to memory while the timed kernel runs and slow it down: on an
-    H200 a 4096 x 8192 bf16 softmax measured 38.3 us after a write flush and 34.0 us after a read
+    H200 a 4096 x 8192 bf16 softmax measured 38.4 us after a write flush and 34.0 us after a read
     flush, where a copy of the same size takes 34.1 (results/timing_methods_h200.json).
 
     The host needs time to launch ``fn`` (15-40 us for a Triton or torch.compile call on an H200's
