@@ -103,6 +103,9 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
         summary = "no element of the output was written (all still NaN)"
     elif n_unwritten:
         summary = f"{n_unwritten} of {n} output elements were never written (still NaN)"
+        pattern = unwritten_pattern(unwritten, shape)
+        if pattern:
+            summary += f": {pattern}"
     elif n_computed_nan:
         summary = (
             f"{n_computed_nan} of {n} elements are NaN computed by the kernel (an overflow, inf - inf, 0/0?), "
@@ -121,3 +124,42 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
     else:
         summary = f"{n_bad} of {n} elements are wrong (max abs error {_fmt(max_err)})"
     return Verdict(False, summary, details)
+
+
+def unwritten_pattern(unwritten: torch.Tensor, shape: tuple[int, ...]) -> str | None:
+    """Where the never-written elements are, when they form a shape that points at a cause: the end
+    of a vector, whole rows at the bottom of a matrix, or the same columns of every row."""
+    u = unwritten.reshape(-1)
+    if len(shape) == 1 or (len(shape) == 2 and shape[0] == 1):
+        written = int((~u).sum())
+        if written and bool((~u[:written]).all()):  # a written prefix, then nothing
+            return (
+                f"only elements 0 to {written - 1} were written: the grid, a mask or the offsets stop there, or "
+                "every program writes that same range (is the program id part of the offsets?)"
+            )
+        return None
+    if len(shape) != 2:
+        return None
+    rows, cols = shape
+    u2 = u.reshape(rows, cols)
+    whole_rows = u2.all(dim=1)
+    if bool(whole_rows.any()) and bool((u2 == whole_rows[:, None]).all()):
+        first = int(torch.nonzero(whole_rows)[0])
+        if bool(whole_rows[first:].all()):
+            return (
+                f"rows {first} to {rows - 1} were never written at all: the grid does not reach them, or the "
+                "program id does not become the right row position"
+            )
+        return f"{int(whole_rows.sum())} whole rows were never written, the first row {first}"
+    same_cols = bool((u2 == u2[0:1]).all())
+    if same_cols:
+        missing = torch.nonzero(u2[0]).reshape(-1)
+        first = int(missing[0])
+        if missing.numel() == cols - first:
+            return (
+                f"in every row, columns {first} to {cols - 1} were never written: the programs for those "
+                "columns never ran, or all wrote the first columns (how does the program id become a "
+                "column position? On a 1-D grid, tl.program_id(1) is always 0)"
+            )
+        return f"the same {missing.numel()} columns of every row were never written, the first column {first}"
+    return None

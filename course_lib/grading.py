@@ -22,6 +22,7 @@ import threading
 import time
 import traceback
 import types
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -197,6 +198,20 @@ def _guard_intact(view: torch.Tensor, buf: torch.Tensor) -> int:
     return int((~guards.still_poisoned(buf[~inside])).sum())
 
 
+def _between_rows(view: torch.Tensor, buf: torch.Tensor) -> int:
+    """How many changed elements of ``buf`` lie in the gaps between the rows of a 2-D ``view`` whose
+    rows are further apart than their length (0 for any other view)."""
+    if view.dim() != 2 or view.shape[0] < 2 or view.stride(1) != 1 or view.stride(0) <= view.shape[1]:
+        return 0
+    inside = torch.zeros(buf.numel(), dtype=torch.bool, device=buf.device)
+    inside.as_strided(view.size(), view.stride(), view.storage_offset()).fill_(True)
+    gaps = torch.zeros_like(inside)
+    start = view.storage_offset()
+    gaps[start : start + (view.shape[0] - 1) * view.stride(0) + view.shape[1]] = True
+    gaps &= ~inside
+    return int((gaps & ~guards.still_poisoned(buf)).sum())
+
+
 def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> tuple[bool, str, list[str], str, bool]:
     """(ok, summary, details, status, diagnosed) for one case; diagnosed: the summary names a known mistake."""
     if spec.run_case is not None:  # tasks that are not a kernel and a launcher (e.g. cost models)
@@ -249,12 +264,19 @@ def _run_case(spec, module, entry, path: Path, case: tasks.Case, seed: int) -> t
         got = inputs[spec.outputs[0]]
         changed = _guard_intact(got, buffers[spec.outputs[0]])
         if changed:
+            between = _between_rows(got, buffers[spec.outputs[0]])
+            name = spec.outputs[0]
+            summary = (
+                f"wrote outside the output: {changed} elements outside `{name}` were changed, {between} of them "
+                f"between its rows: `{name}`'s rows are {got.stride(0)} elements apart, more than a row's "
+                f"{got.shape[-1]}; address rows with the output's row stride, not the row length"
+                if between
+                else f"wrote outside the output: {changed} elements just before or after `{name}` were changed "
+                "(a mask or the grid lets programs write past the end)"
+            )
             return (
                 False,
-                (
-                    f"wrote outside the output: {changed} elements just before or after `{spec.outputs[0]}` "
-                    "were changed (a mask or the grid lets programs write past the end)"
-                ),
+                summary,
                 [],
                 FAIL,
                 False,
@@ -442,6 +464,9 @@ def _child(conn, task: str, source: str, seed: int, log_path: str, environment: 
     sys.stderr.flush()
     os.dup2(log, 1)
     os.dup2(log, 2)
+    # numpy's overflow and divide warnings from inside the interpreter (exp(-z) reaching inf on
+    # purpose, say) are not something the learner printed: keep them out of "your code printed"
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
     try:
         result = grade_in_process(task, source, seed)
     except BaseException as e:  # the grader's own failure: report it, never hang the parent

@@ -27,7 +27,7 @@ def residual_dropout_kernel(
 def residual_dropout(x, residual, out, p, seed):
     """out[:] = residual + dropout(x, p) with the mask given by seed. Returns out."""
     n_elements = out.numel()
-    BLOCK_SIZE = 2048  # a multiple of 4; 2048 with 4 warps was the fastest of six on an H200
+    BLOCK_SIZE = 2048  # a multiple of 4; with 4 warps the fastest of six in bf16 on an H200, within 1% in fp32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
     residual_dropout_kernel[grid](x, residual, out, n_elements, p, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
     return out

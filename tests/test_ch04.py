@@ -66,6 +66,8 @@ WRONG_SUBMISSIONS = {
                            _half),
     "ch04_no_column_mask": (GELU, ("out-of-bounds access", "Nearest tensor: `bias_ptr`", "tl.load had no mask"),
                             _ragged_columns),
+    "ch04_row_length_as_stride": (GELU, ("elements are wrong",),
+                                  lambda c: c.options.get("x_row_pad", 0) > 0),  # only a view of wider rows
     "ch04_local_offsets": (DROPOUT, (f"repeat every {DROPOUT_BLOCK} elements", "counters restart in every block"),
                            _lane_counters_fail),
     "ch04_constant_seed": (DROPOUT, ("another mask than the task's", "is `seed` passed to tl.rand4x"),

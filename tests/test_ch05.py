@@ -23,7 +23,7 @@ WRONG_SUBMISSIONS = {
     # exp(x) overflows past 88.7: only the "large values" case (values up to about +-200) fails, with NaN
     "ch05_no_max": (
         "softmax",
-        ("case 'large values'", "failed 1 of 10 cases: large values (6, 300) float32", "elements are NaN"),
+        ("case 'large values'", "failed 1 of 11 cases: large values (6, 300) float32", "elements are NaN"),
         (),
     ),
     # padding loaded as 0 adds exp(-max) per lane to the sum: only rows with padding go wrong
@@ -51,19 +51,25 @@ WRONG_SUBMISSIONS = {
     # mean and variance over BLOCK_N: right only when n_cols is a power of two
     "ch05_block_divisor": (
         "layernorm",
-        ("case 'tiny'", "failed 7 of 10 cases", "tail (37, 1000) float32", "large values (6, 300) float32"),
+        ("case 'tiny'", "failed 8 of 11 cases", "tail (37, 1000) float32", "large values (6, 300) float32"),
         ("tiny (1, 1)", "(5, 4096)"),
     ),
     # bf16 arithmetic: even a one-element float32 row (output = bias) is off, and every dtype fails
     "ch05_bf16_math": (
         "layernorm",
-        ("case 'tiny'", "failed 10 of 10 cases", "first failure: tiny: shape=(1, 1) dtype=float32", "max abs error"),
+        ("case 'tiny'", "failed 11 of 11 cases", "first failure: tiny: shape=(1, 1) dtype=float32", "max abs error"),
         (),
     ),
     # no loop: columns past the first 1024 are never written
     "ch05_first_block_only": (
         "online_softmax",
-        ("were never written", "failed 5 of 13 cases", "long rows (2, 20001) bfloat16", "the first at index (0, 1024)"),
+        ("were never written", "failed 5 of 14 cases", "long rows (2, 20001) bfloat16", "the first at index (0, 1024)"),
+        ("(37, 1000)", "(128, 1000)", "(6, 300)"),
+    ),
+    # out's rows addressed with the row length: only the view into a wider matrix goes wrong
+    "ch05_row_length_as_stride": (
+        "softmax",
+        ("case 'strided rows'", "failed 1 of 11 cases", "between its rows", "the output's row stride"),
         ("(37, 1000)", "(128, 1000)", "(6, 300)"),
     ),
     # the running sum is not rescaled when the max grows: rows of one block are still right

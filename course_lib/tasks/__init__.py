@@ -159,26 +159,33 @@ def hidden_cases(name: str) -> list[Case]:
 # helpers shared by the task specs
 
 
-def random_tensor(case: Case, gen: torch.Generator, shape=None, scale: float = 1.0) -> torch.Tensor:
-    """Normal random values of the case's dtype; a view one element into its buffer if misaligned."""
-    shape = tuple(case.shape if shape is None else shape)
+def _padded(shape: tuple[int, ...], row_pad: int) -> tuple[tuple[int, ...], int]:
+    """The buffer shape for a view of ``shape`` whose rows are ``row_pad`` elements longer, and its size."""
+    full = shape[:-1] + (shape[-1] + row_pad,) if row_pad else shape
     n = 1
-    for s in shape:
+    for s in full:
         n *= s
+    return full, n
+
+
+def random_tensor(case: Case, gen: torch.Generator, shape=None, scale: float = 1.0, row_pad: int = 0) -> torch.Tensor:
+    """Normal random values of the case's dtype; a view one element into its buffer if misaligned;
+    with ``row_pad``, a view of the first columns of a wider matrix (rows further apart than their
+    length: a kernel must use the row stride, not the row length)."""
+    shape = tuple(case.shape if shape is None else shape)
+    full, n = _padded(shape, row_pad)
     pad = 1 if case.misaligned else 0
     flat = torch.randn(n + pad, generator=gen, dtype=torch.float32, device=gen.device) * scale
-    return flat.to(case.dtype)[pad:].view(shape)
+    return flat.to(case.dtype)[pad:].view(full)[..., : shape[-1]]
 
 
-def output_like(case: Case, gen: torch.Generator, shape=None) -> torch.Tensor:
+def output_like(case: Case, gen: torch.Generator, shape=None, row_pad: int = 0) -> torch.Tensor:
     """An output buffer on the generator's device (the grader poisons it before each launch);
-    misaligned like the inputs."""
+    misaligned like the inputs, rows ``row_pad`` elements further apart than their length."""
     shape = tuple(case.shape if shape is None else shape)
-    n = 1
-    for s in shape:
-        n *= s
+    full, n = _padded(shape, row_pad)
     pad = 1 if case.misaligned else 0
-    return torch.empty(n + pad, dtype=case.dtype, device=gen.device)[pad:].view(shape)
+    return torch.empty(n + pad, dtype=case.dtype, device=gen.device)[pad:].view(full)[..., : shape[-1]]
 
 
 def elementwise_cases(mode: str, dtypes=(torch.float32, torch.float16, torch.bfloat16)) -> list[Case]:

@@ -20,9 +20,9 @@ def _gelu_inputs(case: Case, gen: torch.Generator) -> dict:
     n_cols = case.shape[-1]
     bias_case = Case((n_cols,), case.dtype, case.label)
     return {
-        "x": random_tensor(case, gen, scale=2.0),
+        "x": random_tensor(case, gen, scale=2.0, row_pad=case.options.get("x_row_pad", 0)),
         "bias": random_tensor(bias_case, gen),
-        "out": output_like(case, gen),
+        "out": output_like(case, gen, row_pad=case.options.get("out_row_pad", 0)),
         "approximate": case.options["approximate"],
     }
 
@@ -49,10 +49,15 @@ def _gelu_cases(mode: str) -> list[Case]:
         (large, F32, "large", "tanh"),
         (large, BF16, "large", "none"),
     ]
-    return [
+    cases = [
         Case(shape, dtype, label, misaligned=label == "misaligned", params=(("approximate", approx),))
         for shape, dtype, label, approx in rows
     ]
+    # x and out as views into wider matrices, each with a row stride of its own: three column tiles
+    # per row, and a kernel that takes n_cols for the row stride reads and writes the wrong rows
+    strided = (("approximate", "tanh"), ("x_row_pad", 7), ("out_row_pad", 130))
+    cases.insert(-2, Case((9, 2500), F32, "strided rows", params=strided))
+    return cases
 
 
 def _gelu_bytes(case: Case) -> int:
@@ -238,8 +243,9 @@ register(
             "element 4k + j uses the j-th. So a block of BLOCK_SIZE elements needs BLOCK_SIZE // 4 counters: "
             "k = pid * (BLOCK_SIZE // 4) + tl.arange(0, BLOCK_SIZE // 4), global, not restarting per block.",
             "Work on the block as a (BLOCK_SIZE // 4, 4) tile: offsets = k[:, None] * 4 + tl.arange(0, 4)[None, :] "
-            "(still contiguous in memory). Pick number j for column j with tl.where(j == 0, r0[:, None], "
-            "tl.where(j == 1, r1[:, None], ...)).",
+            "(still contiguous in memory). r0, r1, r2, r3 = tl.rand4x(seed, k) gives four (BLOCK_SIZE // 4,) "
+            "vectors; pick number j for column j with tl.where(j == 0, r0[:, None], tl.where(j == 1, "
+            "r1[:, None], ...)), where j = tl.arange(0, 4)[None, :].",
             "Keep an element when its number is >= p, and scale the kept values by 1 / (1 - p) so the "
             "expected value is unchanged: out = residual + where(keep, x / (1 - p), 0).",
             "Because the numbers are counter-based, the same seed gives the same mask whatever BLOCK_SIZE you "

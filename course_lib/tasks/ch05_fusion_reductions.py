@@ -26,6 +26,8 @@ def _row_cases(mode: str, long_rows: bool = False) -> list[Case]:
     if long_rows:  # rows several blocks long
         rows += [((3, 5000), F32, "long rows"), ((2, 20_001), BF16, "long rows"), ((4, 1025), F16, "long rows")]
     cases = [Case(s, d, label, misaligned=label == "misaligned") for s, d, label in rows]
+    # x and out as views into wider matrices, each with a row stride of its own
+    cases.append(Case((7, 1000), F32, "strided rows", params=(("x_row_pad", 24), ("out_row_pad", 3))))
     # values up to about +-200: exp overflows float32 past 88, so only a max-subtracting kernel survives
     cases.append(Case((6, 300), F32, "large values", params=(("scale", 60.0),)))
     return cases
@@ -41,7 +43,10 @@ def _row_bytes(case: Case) -> int:
 
 def _softmax_inputs(case: Case, gen: torch.Generator) -> dict:
     scale = case.options.get("scale", 3.0)
-    return {"x": random_tensor(case, gen, scale=scale), "out": output_like(case, gen)}
+    return {
+        "x": random_tensor(case, gen, scale=scale, row_pad=case.options.get("x_row_pad", 0)),
+        "out": output_like(case, gen, row_pad=case.options.get("out_row_pad", 0)),
+    }
 
 
 def _softmax_reference(x: torch.Tensor) -> torch.Tensor:
@@ -113,11 +118,11 @@ def _layernorm_inputs(case: Case, gen: torch.Generator) -> dict:
     n_cols = case.shape[-1]
     vec = Case((n_cols,), case.dtype, case.label)
     return {
-        "x": random_tensor(case, gen, scale=case.options.get("scale", 2.0)),
+        "x": random_tensor(case, gen, scale=case.options.get("scale", 2.0), row_pad=case.options.get("x_row_pad", 0)),
         "weight": random_tensor(vec, gen),
         "bias": random_tensor(vec, gen),
         "eps": 1e-5,
-        "out": output_like(case, gen),
+        "out": output_like(case, gen, row_pad=case.options.get("out_row_pad", 0)),
     }
 
 
