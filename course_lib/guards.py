@@ -159,8 +159,9 @@ def poison(t) -> None:
 
     with torch.no_grad():
         name = str(t.dtype).replace("torch.", "")
-        if name in _POISON_BITS and t.is_contiguous():
+        if name in _POISON_BITS:
             bits, int_type = _POISON_BITS[name]
+            # a same-size dtype view works for strided views too (rows of a wider matrix)
             t.view(getattr(torch, int_type)).fill_(bits - (1 << 32 if bits >= 1 << 31 else 0))
         elif t.dtype.is_floating_point or t.dtype.is_complex:
             t.fill_(float("nan"))

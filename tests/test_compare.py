@@ -143,3 +143,37 @@ def test_wrong_values_are_reported_with_indices_and_values():
     assert verdict.summary.startswith("1 of 12 elements are wrong"), verdict.summary
     row = next(line for line in verdict.details if line.strip().startswith("(2, 1)"))
     assert row.split()[-3:] == ["100", "9", "91"]
+
+
+def _unwritten_summary(got: torch.Tensor) -> str:
+    return compare(got, torch.zeros(got.shape, dtype=torch.float64), DEFAULT_TOLERANCE[torch.float32]).summary
+
+
+def test_a_written_prefix_is_named():
+    got = torch.zeros(1000)
+    guards.poison(got[512:])
+    assert _unwritten_summary(got).endswith(
+        "only elements 0 to 511 were written: the grid, a mask or the offsets stop there, or every program "
+        "writes that same range (is the program id part of the offsets?)"
+    )
+
+
+def test_missing_columns_of_every_row_are_named():
+    got = torch.zeros(5, 300)
+    guards.poison(got[:, 128:])
+    summary = _unwritten_summary(got)
+    assert "in every row, columns 128 to 299 were never written" in summary
+    assert "tl.program_id(1) is always 0" in summary
+
+
+def test_missing_bottom_rows_are_named():
+    got = torch.zeros(6, 50)
+    guards.poison(got[4:])
+    assert "rows 4 to 5 were never written at all" in _unwritten_summary(got)
+
+
+def test_scattered_unwritten_elements_get_no_pattern():
+    got = torch.zeros(6, 50)
+    guards.poison(got[1, 3])
+    guards.poison(got[4, 7])
+    assert _unwritten_summary(got) == "2 of 300 output elements were never written (still NaN)"
