@@ -360,7 +360,10 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
             f"offsets, in elements from its start: {_format_offsets(np.unique(offsets))}."
         )
     if getattr(_unmasked, "flag", False):
-        lines.append(f"The tl.{kind} had no mask: add one, e.g. mask=offsets < n_elements.")
+        lines.append(
+            f"The tl.{kind} had no mask: add one that keeps its offsets inside the tensor, e.g. "
+            "mask=offsets < n_elements, or mask=cols < n_cols for a vector of columns."
+        )
     else:
         lines.append(
             f"The mask let {int(active_mask.sum())} of {active_mask.size} lanes through; it must exclude "
