@@ -83,6 +83,12 @@ class _NotGradable(Exception):
         self.status, self.summary, self.details = status, summary, details or []
 
 
+def load_module(task: str, source: str | os.PathLike = "solutions"):
+    """The Python module of ``task``'s file in ``source`` ('solutions', 'exercises' or a folder), as
+    the grader loads it: for scripts and notebooks that launch a solution's kernel themselves."""
+    return _load_module(tasks.get(task), resolve_source(source))[0]
+
+
 def _load_module(spec: tasks.TaskSpec, source_dir: Path):
     path = source_dir / f"{spec.name}.py"
     if not path.exists():
@@ -191,11 +197,16 @@ def _guarded_output(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return buf.as_strided(t.size(), t.stride(), offset), buf
 
 
-def _guard_intact(view: torch.Tensor, buf: torch.Tensor) -> int:
-    """How many elements outside ``view`` but inside ``buf`` were changed."""
+def _inside(view: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+    """Boolean over ``buf``: which of its elements belong to ``view``."""
     inside = torch.zeros(buf.numel(), dtype=torch.bool, device=buf.device)
     inside.as_strided(view.size(), view.stride(), view.storage_offset()).fill_(True)
-    return int((~guards.still_poisoned(buf[~inside])).sum())
+    return inside
+
+
+def _guard_intact(view: torch.Tensor, buf: torch.Tensor) -> int:
+    """How many elements outside ``view`` but inside ``buf`` were changed."""
+    return int((~guards.still_poisoned(buf[~_inside(view, buf)])).sum())
 
 
 def _between_rows(view: torch.Tensor, buf: torch.Tensor) -> int:
@@ -203,12 +214,10 @@ def _between_rows(view: torch.Tensor, buf: torch.Tensor) -> int:
     rows are further apart than their length (0 for any other view)."""
     if view.dim() != 2 or view.shape[0] < 2 or view.stride(1) != 1 or view.stride(0) <= view.shape[1]:
         return 0
-    inside = torch.zeros(buf.numel(), dtype=torch.bool, device=buf.device)
-    inside.as_strided(view.size(), view.stride(), view.storage_offset()).fill_(True)
-    gaps = torch.zeros_like(inside)
+    gaps = torch.zeros(buf.numel(), dtype=torch.bool, device=buf.device)
     start = view.storage_offset()
     gaps[start : start + (view.shape[0] - 1) * view.stride(0) + view.shape[1]] = True
-    gaps &= ~inside
+    gaps &= ~_inside(view, buf)
     return int((gaps & ~guards.still_poisoned(buf)).sum())
 
 

@@ -90,6 +90,30 @@ def _spec(task):
 # Amdahl
 
 
+def shown_text(widget) -> str:
+    """Every text a widget tree shows, tags stripped: what a learner reads (for tests and scripts)."""
+    import html
+    import re
+
+    import ipywidgets
+
+    found = []
+    if isinstance(widget, (ipywidgets.HTML, ipywidgets.Label)):
+        found.append(html.unescape(re.sub(r"<[^>]+>", " ", widget.value)))
+    for child in getattr(widget, "children", ()):
+        found.append(shown_text(child))
+    return "\n".join(found)
+
+
+def shown_images(widget) -> list[bytes]:
+    """The PNG bytes of every image in a widget tree, in order."""
+    import ipywidgets
+
+    if isinstance(widget, ipywidgets.Image):
+        return [bytes(widget.value)]
+    return [img for child in getattr(widget, "children", ()) for img in shown_images(child)]
+
+
 def amdahl(total_ms: float, part_ms: float, speedup: float) -> tuple[float, float]:
     """(new total in ms, overall speed-up) when ``part_ms`` of ``total_ms`` runs ``speedup`` times faster."""
     if total_ms <= 0:

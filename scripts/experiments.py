@@ -16,7 +16,6 @@ what they teach moved into solutions/ and the notebooks.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import time
@@ -28,16 +27,7 @@ import triton.language as tl
 import triton.testing
 from triton.language.extra import libdevice
 
-from course_lib import runtime, timing
-
-ROOT = runtime.course_root()
-
-
-def _solution(name):
-    spec = importlib.util.spec_from_file_location(f"sol_{name}", ROOT / "solutions" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from course_lib import grading, runtime, timing
 
 
 def _us(fn, **kw) -> float:
@@ -56,7 +46,11 @@ def _copy_us(n_bytes_each: int) -> float:
 
 
 def exp_timing(log) -> dict:
-    softmax, layernorm, vadd = _solution("softmax"), _solution("layernorm"), _solution("vector_add")
+    softmax, layernorm, vadd = (
+        grading.load_module("softmax"),
+        grading.load_module("layernorm"),
+        grading.load_module("vector_add"),
+    )
     x = torch.randn(4096, 512, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(512, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(512, device="cuda", dtype=torch.bfloat16)
@@ -286,7 +280,7 @@ def layernorm_persistent(
 
 
 def exp_rows(log) -> dict:
-    softmax, layernorm = _solution("softmax"), _solution("layernorm")
+    softmax, layernorm = grading.load_module("softmax"), grading.load_module("layernorm")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     res = []
     for dtype, n in ((torch.bfloat16, 8192), (torch.float32, 8192), (torch.bfloat16, 4096), (torch.bfloat16, 2048)):
@@ -373,7 +367,7 @@ def dropout4x(x_ptr, r_ptr, o_ptr, n, p, seed, BLOCK: tl.constexpr):
 
 
 def exp_dropout(log) -> dict:
-    drop = _solution("residual_dropout")
+    drop = grading.load_module("residual_dropout")
     n = 64 * 2**20
     res = []
     for dtype in (torch.bfloat16, torch.float32):

@@ -9,7 +9,6 @@ scripts/experiments.py gelu.)
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import time
 
@@ -17,16 +16,7 @@ import course_lib  # noqa: F401  (mode set-up first)
 import torch
 import triton
 
-from course_lib import runtime, timing
-
-ROOT = runtime.course_root()
-
-
-def _solution(name):
-    spec = importlib.util.spec_from_file_location(f"sol_{name}", ROOT / "solutions" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from course_lib import grading, runtime, timing
 
 
 def _t(fn) -> float:
@@ -34,7 +24,7 @@ def _t(fn) -> float:
 
 
 def sweep_rows(log):
-    softmax, layernorm = _solution("softmax"), _solution("layernorm")
+    softmax, layernorm = grading.load_module("softmax"), grading.load_module("layernorm")
     rows_out = []
     for dtype in (torch.bfloat16, torch.float32):
         for n in (512, 1024, 2048, 4096, 8192):

@@ -8,9 +8,7 @@ A GPU machine without ipywidgets can be given the pure-Python wheels' contents i
 WIDGET_DEPS (appended to sys.path).
 """
 
-import html
 import os
-import re
 import sys
 import time
 
@@ -22,26 +20,14 @@ import ipywidgets  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from course_lib import grading, runtime, tasks  # noqa: E402
+from course_lib import grading, runtime  # noqa: E402
 from course_lib import widgets as W  # noqa: E402
 
 OUT = os.environ["OUT"]
 print(runtime.MODE, runtime.gpu_info(), runtime.versions(), flush=True)
 
 
-def texts(w):
-    found = []
-    if isinstance(w, (ipywidgets.HTML, ipywidgets.Label)):
-        found.append(html.unescape(re.sub(r"<[^>]+>", " ", w.value)))
-    for c in getattr(w, "children", ()):
-        found.append(texts(c))
-    return "\n".join(found)
-
-
-def imgs(w):
-    if isinstance(w, ipywidgets.Image):
-        return [bytes(w.value)]
-    return [i for c in getattr(w, "children", ()) for i in imgs(c)]
+texts, imgs = W.shown_text, W.shown_images
 
 
 def save(w, name):
@@ -54,8 +40,7 @@ panel = W.benchmark_panel("vector_add", sizes=[2**16, 2**20, 2**24, 2**28])
 print(f"=== benchmark_panel: {time.time() - t:.1f} s\n", texts(panel), flush=True)
 save(panel, "panel")
 
-spec = tasks.get("vector_add")
-module = grading._load_module(spec, grading.resolve_source("solutions"))[0]
+module = grading.load_module("vector_add")
 n = 2**26
 x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
 out = torch.empty_like(x)

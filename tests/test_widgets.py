@@ -6,7 +6,6 @@ how it is labelled, not speed. tests/test_browser.py drives a widget in a real J
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import subprocess
@@ -27,20 +26,8 @@ FIXTURE_PROVENANCE = "NVIDIA H200 (test fixture), torch 2.11.0, triton 3.6.0, 20
 cpu_only = pytest.mark.skipif(runtime.is_gpu(), reason="checks what CPU mode shows")
 
 
-def texts(widget) -> str:
-    """Every text a widget tree shows, tags stripped: what a learner reads."""
-    found = []
-    if isinstance(widget, (ipywidgets.HTML, ipywidgets.Label)):
-        found.append(html.unescape(re.sub(r"<[^>]+>", " ", widget.value)))
-    for child in getattr(widget, "children", ()):
-        found.append(texts(child))
-    return "\n".join(found)
-
-
-def images(widget) -> list[bytes]:
-    if isinstance(widget, ipywidgets.Image):
-        return [bytes(widget.value)]
-    return [img for child in getattr(widget, "children", ()) for img in images(child)]
+texts = W.shown_text  # what a learner reads
+images = W.shown_images
 
 
 def find(widget, kind, description=None):
