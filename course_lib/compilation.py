@@ -273,6 +273,42 @@ def asm(compiled, kind: str = "ptx"):
     return code[kind]
 
 
+def sass(compiled) -> str:
+    """The SASS of a compiled kernel: the GPU's own machine code, which ptxas makes from the PTX and
+    which the GPU runs. One PTX instruction can become many (``div.full.f32`` becomes a reciprocal
+    with range checks around it), so counting instructions means counting these. Disassembled by the
+    ``cuobjdump`` that ships inside Triton's NVIDIA backend; no GPU is needed."""
+    import subprocess
+
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not tool.exists():
+        raise FileNotFoundError(f"no cuobjdump at {tool}: this Triton has no NVIDIA backend tools")
+    with tempfile.TemporaryDirectory() as folder:
+        cubin = Path(folder) / "kernel.cubin"
+        cubin.write_bytes(asm(compiled, "cubin"))
+        done = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"cuobjdump failed: {done.stderr.strip()[:300]}")
+    return done.stdout
+
+
+_SASS_LINE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def sass_opcodes(sass_text: str) -> Counter:
+    """How many times each opcode appears in SASS text, by its name before the first dot
+    (``MUFU.RSQ`` and ``MUFU.EX2`` both count as ``MUFU``), predicated ones included. Instructions
+    are counted as written, once each: a loop's body counts once, however often it runs."""
+    found = Counter()
+    for line in sass_text.splitlines():
+        m = _SASS_LINE.match(line)
+        if m:
+            found[m.group(1)] += 1
+    return found
+
+
 def lines_with(text: str, pattern: str, limit: int | None = None) -> list[str]:
     """The lines of ``text`` that match the regular expression ``pattern``, stripped."""
     found = [line.strip() for line in text.splitlines() if re.search(pattern, line)]

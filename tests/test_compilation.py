@@ -256,6 +256,49 @@ def test_lines_with_limits():
 # the compile cache
 
 
+@triton.jit
+def reciprocal_kernel(x_ptr, out_ptr, RSQRT: tl.constexpr):
+    offsets = tl.arange(0, 256)
+    d = 1.0 + tl.abs(tl.load(x_ptr + offsets))
+    if RSQRT:
+        r = tl.math.rsqrt(d)
+        t = r * r
+    else:
+        t = tl.fdiv(1.0, d)
+    tl.store(out_ptr + offsets, t)
+
+
+def test_sass_counts_what_ptx_hides():
+    """One PTX division becomes a reciprocal with range checks; rsqrt squared is two instructions."""
+    counts = {}
+    for rsqrt in (False, True):
+        k = compilation.compile_for(reciprocal_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, {"RSQRT": rsqrt})
+        text = compilation.sass(k)
+        assert "MUFU.RSQ" in text if rsqrt else "MUFU.RCP" in text
+        counts[rsqrt] = compilation.sass_opcodes(text)
+    assert counts[False]["MUFU"] == counts[True]["MUFU"] == 2  # 256 elements, 128 threads: 2 each
+    assert counts[False]["FSETP"] > counts[True]["FSETP"]  # the division's range checks
+    assert sum(counts[False].values()) > sum(counts[True].values()) + 4
+
+
+def test_sass_opcodes_reads_predicated_and_dotted_names():
+    text = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                    /* 0x00000a00ff017b82 */
+        /*0050*/              @!P1 FMUL R23, R23, 16777216 ;                 /* 0x4b80000017179820 */
+        /*0060*/                   MUFU.RSQ R24, R24 ;                       /* 0x0000001800187308 */
+        /*0070*/                   MUFU.EX2 R18, R18 ;                       /* 0x0000001200127308 */
+        /*0080*/              @UP0 UIADD3 UR5, UR5, 0x1, URZ ;               /* 0x000000013f050890 */
+        .L_x_0:
+        /*0090*/                   NOP;                                      /* 0x0000000000007918 */
+    """
+    assert compilation.sass_opcodes(text) == {"LDC": 1, "FMUL": 1, "MUFU": 2, "UIADD3": 1, "NOP": 1}
+
+
+def test_sass_needs_a_compiled_kernel():
+    with pytest.raises(TypeError, match="no compiled kernel"):
+        compilation.sass(object())
+
+
 def test_cold_compile_fills_the_cache_and_warm_reads_it(tmp_path):
     before = compilation.cache_dir()
     timing = compilation.time_compile(
