@@ -5,7 +5,8 @@ loaded, so a start costs milliseconds) with a timeout: a kernel that hangs or cr
 reported as such and the other tasks go on. Inside that process, each case gets fresh random
 inputs, NaN-poisoned outputs with guard elements around them, a float64 reference, and the checks
 in ``guards`` (a kernel must be launched, no torch compute in the launcher, no out-of-bounds access
-in the interpreter).
+in the interpreter). In GPU mode a kernel task that passes is graded once more in the interpreter,
+in a fresh process, for the out-of-bounds loads a GPU does not report (``bounds_check``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import traceback
 import types
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -503,6 +504,76 @@ def _read_tail(path: str, limit: int = 4000) -> str:
 
 
 def grade_isolated(task: str, source: str | os.PathLike, seed: int, timeout: float) -> TaskResult:
+    """Grade one task in its own process. In GPU mode a kernel task that passes is run once more,
+    in Triton's interpreter, for the bounds check a GPU cannot make (see ``bounds_check``)."""
+    result = _grade_child(task, source, seed, timeout)
+    if result.passed and runtime.is_gpu() and tasks.get(task).run_case is None and bounds_check_wanted():
+        result = with_bounds_check(result, bounds_check(task, source, seed, timeout))
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU mode: the interpreter's bounds check, in a second process
+
+BOUNDS_NOTE = (
+    "On a GPU a load past the end of a tensor usually returns whatever lies there, with no error, so "
+    "the GPU cases cannot see it. Triton's interpreter checks every address: it ran the task's "
+    "CPU-mode cases (small shapes) to look for such accesses."
+)
+
+
+def bounds_check_wanted() -> bool:
+    return os.environ.get("COURSE_BOUNDS_CHECK", "1") != "0"
+
+
+def bounds_check(task: str, source: str | os.PathLike, seed: int, timeout: float) -> TaskResult:
+    """Grade ``task`` in CPU mode, in a fresh Python started with TRITON_INTERPRET=1 (a process that
+    has set up CUDA cannot switch to the interpreter): the interpreter reports every load and store
+    outside the tensors a kernel was given. Never raises: a failure to run it is a TaskResult too."""
+    import json
+    import subprocess
+
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_MODE"}
+    env.update(
+        TRITON_INTERPRET="1", COURSE_PERF="0", COURSE_BOUNDS_CHECK="0", CUDA_VISIBLE_DEVICES="",
+        PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
+    )  # fmt: skip
+    command = [
+        sys.executable, "-m", "course_lib", "check", task, "--source", str(resolve_source(source)),
+        "--seed", str(seed), "--timeout", str(timeout), "--json",
+    ]  # fmt: skip
+    done = None
+    try:
+        done = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True, timeout=timeout + 120)
+        return TaskResult(**json.loads(done.stdout[done.stdout.index("[") :])[0])
+    except subprocess.TimeoutExpired:
+        return TaskResult(task, TIMEOUT, f"no result from the interpreter after {timeout + 120:.0f} s")
+    except (ValueError, IndexError, KeyError, TypeError, OSError) as e:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:] if done is not None else []
+        return TaskResult(task, CRASH, f"the interpreter's run gave no report ({type(e).__name__})", tail)
+
+
+def with_bounds_check(result: TaskResult, interpreted: TaskResult) -> TaskResult:
+    """The GPU result, failed if the interpreter found an out-of-bounds access; otherwise the same
+    result with one line saying what the interpreter's run found."""
+    if interpreted.status == FAIL and "out-of-bounds access" in interpreted.summary:
+        return replace(
+            result,
+            status=FAIL,
+            summary=f"every case passed on the GPU, but in the interpreter's bounds check {interpreted.summary}",
+            details=[BOUNDS_NOTE, *interpreted.details],
+        )
+    if interpreted.passed:
+        line = f"bounds: no load or store outside its tensors in {interpreted.cases_total} cases run in the interpreter"
+    elif interpreted.status == FAIL:  # e.g. a kernel using what the interpreter lacks (inline PTX)
+        line = f"bounds: not checked to the end; in the interpreter, {interpreted.summary}"
+    else:
+        line = f"bounds: not checked; the interpreter's run did not finish ({interpreted.summary})"
+    return replace(result, details=[*result.details, line], seconds=result.seconds + interpreted.seconds)
+
+
+def _grade_child(task: str, source: str | os.PathLike, seed: int, timeout: float) -> TaskResult:
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     fd, log_path = tempfile.mkstemp(prefix=f"course-{task}-", suffix=".log")

@@ -105,7 +105,7 @@ def case_name(case: tasks.Case) -> str:
 def test_wrong_submission_is_rejected(folder):
     task, pieces, should_fail = WRONG_SUBMISSIONS[folder]
     if folder == "ch04_no_column_mask" and not runtime.is_cpu():
-        pytest.skip("out-of-bounds loads are the interpreter's to catch; on a GPU use compute-sanitizer")
+        pytest.skip("in GPU mode the bounds check after the GPU cases catches it: tests/test_bounds_check.py")
     result = grading.grade_in_process(task, WRONG / folder, seed=SEED)
     text = full_text(result)
     assert result.status == FAIL, text

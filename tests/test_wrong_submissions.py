@@ -31,7 +31,7 @@ SYNTAX_ERROR_LINE = 1 + next(  # where the stray `return` sits in tests/wrong/sy
     for i, line in enumerate((WRONG / "syntax_error" / "vector_add.py").read_text().splitlines())
     if line.startswith("return")
 )
-OOB = requires_interpreter  # out-of-bounds checks are the interpreter's; a GPU needs compute-sanitizer
+OOB = requires_interpreter  # in-process out-of-bounds checks are the interpreter's (GPU mode: test_bounds_check.py)
 
 # fmt: off
 # Graded in this process: none of them can hang or kill it.
