@@ -39,7 +39,10 @@ if has wrong; then
   }
   export -f one && export py
   # eight at a time, except chapter 03's, whose grading times kernels: those alone, one by one
-  ls tests/wrong/*/*.py | grep -v '/ch03_' | xargs -P 8 -I{} bash -c 'one {}' | sort > "$OUT/wrong_submissions.txt"
+  # each verdict is appended as it comes (a line at a time), so a run cut short keeps what it graded
+  : > "$OUT/wrong_submissions.txt"
+  ls tests/wrong/*/*.py | grep -v '/ch03_' | xargs -P 8 -I{} bash -c 'one {}' >> "$OUT/wrong_submissions.txt"
+  sort -o "$OUT/wrong_submissions.txt" "$OUT/wrong_submissions.txt"
   for file in tests/wrong/ch03_*/*.py; do one "$file"; done >> "$OUT/wrong_submissions.txt"
   echo "$(wc -l < "$OUT/wrong_submissions.txt") wrong submissions graded; passed (should be none):"
   grep -E ': PASS' "$OUT/wrong_submissions.txt" || echo "  none"
