@@ -121,6 +121,13 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
             f"{n_bad} of {n} elements are off by more than the tolerance (max abs error "
             f"{_fmt(max_err)}): precision too low, or a slightly wrong formula"
         )
+    elif int(inf.sum()) == n_bad:  # every wrong element is infinite: the finite error says nothing
+        summary = f"{n_bad} of {n} elements are wrong, every one of them infinite (a division by zero, or an overflow?)"
+    elif int(inf.sum()):
+        summary = (
+            f"{n_bad} of {n} elements are wrong, {int(inf.sum())} of them infinite "
+            f"(max abs error of the finite ones {_fmt(max_err)})"
+        )
     else:
         summary = f"{n_bad} of {n} elements are wrong (max abs error {_fmt(max_err)})"
     return Verdict(False, summary, details)

@@ -111,7 +111,15 @@ def test_all_inf_output_fails_with_a_message():
     )
     assert not verdict.ok
     assert verdict.summary.startswith("4 of 4 elements"), verdict.summary
+    assert "every one of them infinite" in verdict.summary and "max abs error" not in verdict.summary
     assert any("4 elements are inf where the reference is finite" in line for line in verdict.details)
+
+
+def test_infinite_and_finite_mistakes_are_counted_apart():
+    expected = torch.ones(4, dtype=torch.float64)
+    got = torch.tensor([1.0, float("inf"), 3.0, 1.0])
+    verdict = compare(got, expected, DEFAULT_TOLERANCE[torch.float32])
+    assert verdict.summary == "2 of 4 elements are wrong, 1 of them infinite (max abs error of the finite ones 2)"
 
 
 def test_matching_infinities_pass():
