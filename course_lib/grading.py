@@ -546,7 +546,9 @@ def bounds_check(task: str, source: str | os.PathLike, seed: int, timeout: float
     done = None
     try:
         done = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True, timeout=timeout + 120)
-        return TaskResult(**json.loads(done.stdout[done.stdout.index("[") :])[0])
+        # the report is the JSON list that ends stdout; anything printed before it is skipped
+        starts = [m.start() for m in re.finditer(r"^\[", done.stdout, re.MULTILINE)]
+        return TaskResult(**json.loads(done.stdout[starts[-1] :])[0])
     except subprocess.TimeoutExpired:
         return TaskResult(task, TIMEOUT, f"no result from the interpreter after {timeout + 120:.0f} s")
     except (ValueError, IndexError, KeyError, TypeError, OSError) as e:

@@ -76,3 +76,15 @@ def test_a_run_that_gives_no_report_is_said_so(gpu_child_passes, monkeypatch):
     assert result.status == PASS
     assert result.details[-1].startswith("bounds: not checked; the interpreter's run did not finish")
     assert grading.bounds_check("fused_bias_gelu", "solutions", SEED, 120).status == CRASH
+
+
+def test_report_is_read_from_the_end_of_stdout(monkeypatch):
+    """Lines printed before the JSON report, brackets and all, do not confuse the reader."""
+    import json
+    import subprocess
+
+    report = json.dumps([TaskResult("fused_bias_gelu", PASS, "all cases passed", cases_total=3).to_dict()], indent=1)
+    printed = subprocess.CompletedProcess([], 0, stdout=f"[note] a line first\n[1, 2]\n{report}\n", stderr="")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: printed)
+    result = grading.bounds_check("fused_bias_gelu", "solutions", SEED, 120)
+    assert result.status == PASS and result.cases_total == 3
