@@ -1,0 +1,283 @@
+"""The grader's static pre-check: every escape hatch it knows is rejected with its rule and line, and
+every kernel and launcher written the ordinary way passes, the course's own task files included."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from course_lib.grader import precheck
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The tests/wrong folders whose submissions really use an escape hatch (or an import off the allow-list),
+# with the rules that reject them; every other task file in the tree must pass.
+REJECTED_WRONG = {
+    "crash": {"import", "private-attribute"},  # import os; os._exit(1)
+    "segfault": {"import", "escape-attribute"},  # import os, signal; os.kill(...)
+    "import_error": {"import"},  # import triton_language_typo
+}
+
+
+def rules_and_lines(source: str) -> list[tuple[str, int]]:
+    return [(f.rule, f.line) for f in precheck.check_source(textwrap.dedent(source))]
+
+
+def task_files() -> list[Path]:
+    globs = ["solutions/*.py", "exercises/*.py", "tests/good/**/*.py", "tests/wrong/**/*.py"]
+    return sorted(path for pattern in globs for path in ROOT.glob(pattern))
+
+
+def test_the_course_task_files_pass_and_exactly_the_known_wrong_ones_are_rejected():
+    files = task_files()
+    assert len(files) > 40 and any(p.parent.name == "solutions" for p in files)
+    rejected = {}
+    for path in files:
+        if findings := precheck.check_file(path):
+            # a wrong/ submission by its folder, anything else by its path, so that either shows up
+            name = path.parent.name if path.parent.parent == ROOT / "tests/wrong" else str(path.relative_to(ROOT))
+            rejected[name] = {f.rule for f in findings}
+    assert rejected == REJECTED_WRONG
+
+
+KERNEL_AND_LAUNCHER = '''
+    """A realistic task file: kernels, an autotuned kernel, a gluon kernel and launchers."""
+
+    from __future__ import annotations
+
+    import functools
+    import math
+    from dataclasses import dataclass
+    from typing import Optional
+
+    import numpy as np
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from course_lib.tuned import row_config
+
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offsets < n_elements
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+    @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)], key=["n_elements"])
+    @triton.jit
+    def tuned_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n_elements), mask=offsets < n_elements)
+
+
+    @gluon.jit
+    def gluon_kernel(x_ptr, BLOCK: gl.constexpr):
+        pass
+
+
+    @dataclass
+    class Plan:
+        block: int
+        scale: Optional[float] = None
+
+        def __post_init__(self):
+            self.block = max(self.block, 1)
+
+
+    @functools.lru_cache
+    def plan(n_elements):
+        return Plan(min(1024, triton.next_power_of_2(n_elements)), math.sqrt(2.0))
+
+
+    def vector_add(x, y, out):
+        assert x.stride(0) == 1 and x.data_ptr() != out.data_ptr() and isinstance(x, torch.Tensor)
+        n_elements = out.numel()
+        block = plan(n_elements).block
+        scratch = torch.empty_like(out)
+        add_kernel[(triton.cdiv(n_elements, block),)](x, y, scratch, n_elements, BLOCK_SIZE=block)
+        grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
+        tuned_kernel[grid](scratch, out, n_elements)
+        out.data = out.data  # an attribute of a tensor, not of a module
+        rows, block_n, num_warps = row_config(len(x), x.element_size())
+        print(np.float32(1.0), range(3), min(rows, 2), int(block_n), float(num_warps), tuple(x.shape))
+        return out
+
+
+    def softmax(input, out):  # a parameter named input is not the builtin
+        with torch.no_grad(), torch.set_grad_enabled(False):
+            return input, TensorDescriptor, __name__, __file__, __doc__
+
+
+    if __name__ == "__main__":
+        vector_add(torch.ones(4), torch.ones(4), torch.empty(4))
+'''
+
+
+def test_a_realistic_kernel_and_launcher_passes():
+    assert precheck.check_source(textwrap.dedent(KERNEL_AND_LAUNCHER)) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import triton.language.extra.libdevice",
+        "from triton import jit, cdiv",
+        "from course_lib import tuned",
+        "import course_lib.tuned as tuned",
+        "from torch import nn\nimport torch.nn.functional as F",
+        "from numpy import random",
+        "import itertools, typing",
+        "def f():\n    global g\n    g = 1\n    def h():\n        nonlocal_free = g\n    return h",
+        "class A:\n    def __init__(self):\n        self.x = 1\n",
+        "async def f():\n    await g()\n\ndef gen():\n    yield 1",
+        "def launch(x):\n    open = print\n    open(x)",  # a local open, not the builtin
+        "def launch(input):\n    return lambda: input",
+    ],
+)
+def test_ordinary_code_passes(source):
+    assert precheck.check_source(source) == []
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # rule 1: the import allow-list
+        ("import triton\nimport os", [("import", 2)]),
+        ("import importlib", [("import", 1)]),
+        ("from os import path, sep", [("import", 1)]),
+        ("import torch\ndef f():\n    import ctypes\n", [("import", 3)]),
+        ("from . import x", [("import", 1)]),
+        ("from .. import x", [("import", 1)]),
+        ("from torch import *", [("import", 1)]),
+        ("import torch.overrides", [("import", 1)]),
+        ("import torch._C", [("import", 1)]),
+        ("from torch.utils import cpp_extension", [("import", 1)]),
+        ("import torch.utils.cpp_extension", [("import", 1)]),
+        ("import torch.library", [("import", 1)]),
+        ("from torch import ops", [("import", 1)]),
+        ("import torch.multiprocessing as mp", [("import", 1)]),
+        ("from torch import jit", [("import", 1)]),
+        ("import torch._dynamo", [("import", 1)]),
+        ("import torch._inductor", [("import", 1)]),
+        ("import numpy.ctypeslib", [("import", 1)]),
+        ("from torch.overrides import TorchFunctionMode", [("import", 1)]),
+        # rule 1: the course's own code, but course_lib.tuned
+        ("import course_lib", [("import", 1)]),
+        ("from course_lib import grading", [("import", 1)]),
+        ("import course_lib.grader", [("import", 1)]),
+        ("import course_lib.compare as c", [("import", 1)]),
+        ("import course_lib.tuned", [("import", 1)]),  # binds course_lib, the grader included
+        # rule 2: private and dunder attributes
+        ("x = ().__class__.__bases__", [("private-attribute", 1), ("private-attribute", 1)]),
+        ("import torch\ntorch._C", [("private-attribute", 2)]),
+        (
+            "import triton.language as tl\ndef f(g):\n    return tl.core._x, g.__globals__",
+            [("private-attribute", 3)] * 2,
+        ),
+        ("def f(obj):\n    obj.__dict__['x'] = 1", [("private-attribute", 2)]),
+        # rule 3: names that lead out whatever their base, and torch's modes
+        (  # and, being a store into a module, monkey-patching too
+            "import torch\ntorch.sys.modules['torch'] = None",
+            [("module-assignment", 2), ("escape-attribute", 2), ("escape-attribute", 2)],
+        ),
+        ("import torch\n\ntorch.os._exit(0)", [("escape-attribute", 3), ("private-attribute", 3)]),
+        ("import torch\ntorch.cuda.cudart()", [("escape-attribute", 2)]),
+        ("import triton\ntriton.runtime.driver.active", [("escape-attribute", 2)]),
+        ("import torch\nf = torch.compile(g)", [("escape-attribute", 2)]),
+        ("import torch\n@torch.jit.script\ndef f(x):\n    return x", [("escape-attribute", 2)]),
+        ("import torch as t\nf = t.jit", [("escape-attribute", 2)]),
+        ("import torch\nnn = torch.nn\nnn.jit", [("escape-attribute", 3)]),
+        ("import torch\ntorch.ops.aten.add", [("escape-attribute", 2)]),
+        ("import torch\ntorch.library.impl", [("escape-attribute", 2)]),
+        ("import torch\ntorch.overrides.TorchFunctionMode", [("escape-attribute", 2), ("torch-mode", 2)]),
+        (
+            "import torch\nwith torch._C.DisableTorchFunction():\n    pass",
+            [("private-attribute", 2), ("torch-mode", 2)],
+        ),
+        ("import torch\ntorch.DisableTorchFunctionSubclass", [("torch-mode", 2)]),
+        ("def f(x):\n    return x.modules, x.subprocess, x.system, x.popen", [("escape-attribute", 2)] * 4),
+        (
+            "class T:\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        pass",
+            [("torch-mode", 2)],
+        ),
+        ("class Mode(TorchDispatchMode):\n    pass", [("torch-mode", 1)]),
+        # rule 4: builtins that open escape hatches, and dunder names
+        ('x = getattr(torch, "sy" + "s")', [("builtin", 1)]),
+        ('m = __import__("os")', [("builtin", 1)]),
+        ('eval("1")', [("builtin", 1)]),
+        ('def f():\n    open("x", "w")', [("builtin", 2)]),
+        ("run = exec", [("builtin", 1)]),  # named, not called
+        ("def f(x):\n    return vars(x), globals(), super()", [("builtin", 2)] * 3),
+        # a module's or class's own name still reads the builtin until assigned; a default runs outside
+        ("open = open", [("builtin", 1)]),
+        ("class A:\n    open = 1\n    def f(self):\n        return open", [("builtin", 4)]),
+        ("def f(open=open):\n    return open", [("builtin", 1)]),
+        ("def f():\n    global open\n    return open", [("builtin", 3)]),
+        ("xs = [input for input in [input]]", [("builtin", 1)]),  # said once for its line
+        ("b = __builtins__", [("dunder-name", 1)]),
+        ("__loader__.load_module('os')", [("dunder-name", 1)]),
+        ("import torch as __builtins__", [("dunder-name", 1)]),
+        ("from torch import nn as TorchFunctionish", [("torch-mode", 1)]),
+        # rule 5: monkey-patching a module or anything reached from one
+        ("import triton.language as tl\ntl.load = my_load", [("module-assignment", 2)]),
+        ("import triton.language\ndel triton.language.store", [("module-assignment", 2)]),
+        ("import torch\ntorch.add = lambda a, b: a", [("module-assignment", 2)]),
+        ("import numpy as np\nnp.random.seed = None", [("module-assignment", 2)]),
+        ("from torch import nn\nnn.x = 1", [("module-assignment", 2)]),
+        ("import torch\ntorch.x += 1", [("module-assignment", 2)]),
+        ("import torch\nF = torch.nn.functional\nF.relu = abs", [("module-assignment", 3)]),
+        ("import torch\nfor torch.x in []:\n    pass", [("module-assignment", 2)]),
+        ("from course_lib.tuned import row_config\nrow_config.cache = {}", [("module-assignment", 2)]),
+    ],
+)
+def test_escape_hatches_are_rejected_with_rule_and_line(source, expected):
+    assert rules_and_lines(source) == expected
+
+
+def test_a_finding_names_the_line_and_tells_the_learner_what_is_allowed():
+    source = '"""doc"""\n\nimport os\n\n\ndef vector_add(x, y, out):\n    os._exit(1)\n'
+    findings = precheck.check_source(source)
+    assert [(f.line, f.code) for f in findings] == [(3, "import os"), (7, "os._exit(1)")]
+    assert "triton, torch" in findings[0].message and "course_lib.tuned" in findings[0].message
+    assert "os._exit" in findings[1].message and "internals" in findings[1].message
+    summary, details = precheck.describe(findings, "exercises/vector_add.py")
+    assert summary == "the task file uses what the grader does not allow: vector_add.py line 3: import os"
+    assert details[0] == "vector_add.py:3: import os" and details[2] == "vector_add.py:7: os._exit(1)"
+    assert details[1].strip() == findings[0].message and len(details) == 4
+
+
+def test_the_grader_import_message_says_so():
+    (finding,) = precheck.check_source("from course_lib import grading")
+    assert "may not import the course's grader" in finding.message
+
+
+def test_a_multi_line_chain_is_reported_where_the_attribute_is():
+    assert rules_and_lines("import torch\nx = (torch\n     .sys)") == [("escape-attribute", 3)]
+
+
+def test_a_file_that_does_not_parse_is_left_to_the_grader(tmp_path):
+    path = tmp_path / "vector_add.py"
+    path.write_text("import os\ndef f(:\n", encoding="utf-8")
+    assert precheck.check_file(path) == []
+    with pytest.raises(SyntaxError):
+        precheck.check_source(path.read_text(encoding="utf-8"))
+
+
+def test_a_coding_cookie_does_not_hide_the_source(tmp_path):
+    path = tmp_path / "vector_add.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nname = '\xe9'\nimport os\n")
+    assert [(f.rule, f.line) for f in precheck.check_file(path)] == [("import", 3)]
+
+
+def test_the_allow_list():
+    assert precheck.ALLOWED_IMPORTS >= {"triton", "torch", "math", "numpy", "course_lib.tuned"}
+    assert not precheck.ALLOWED_IMPORTS & {"os", "sys", "course_lib", "importlib", "ctypes"}
+    assert precheck.ALLOWED_PRIVATE_ATTRIBUTES == frozenset()
