@@ -6,6 +6,12 @@ work on memory traffic or on arithmetic.
 
 Peaks come from a measurement on this GPU (cached per GPU), or from a table of datasheet figures
 when nothing was measured (CPU mode, or before the first measurement).
+
+Peaks measured on a GPU that other processes are using come out low, and every kernel then looks
+faster than the hardware allows. So the measurement runs under a lock shared by the processes of
+this machine; a figure under half the datasheet's is measured again, and then replaced by the
+datasheet; only figures that pass are cached; and a kernel timed above 105% of the roofline sends
+the peaks to be measured again (``check_fraction``).
 """
 
 from __future__ import annotations
@@ -13,10 +19,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from . import runtime
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock; processes that start at once may each measure
+    fcntl = None
 
 
 @dataclass(frozen=True)
@@ -50,13 +63,49 @@ DATASHEET = {
 REFERENCE_GPU = "H200"  # the GPU the course's recorded results come from
 
 
-def datasheet_peaks(gpu_name: str | None = None) -> Peaks:
-    """Table figures for a GPU name (substring match), or for the course's reference GPU."""
-    name = (gpu_name or REFERENCE_GPU).upper()
+# A measured figure under this share of the datasheet's: the GPU was shared (or throttled) meanwhile.
+PLAUSIBLE_SHARE = 0.5
+# A kernel above this fraction of the roofline: the peaks it was measured against were too low.
+OVER_ROOFLINE = 1.05
+# After a measurement fell back to the datasheet, other processes use the datasheet too (instead
+# of measuring a GPU that still looks shared) for this long.
+FALLBACK_S = 300.0
+_RECHECK_NOTE = "; measured again after a kernel ran at {:.0%} of the roofline of the peaks cached before"
+
+
+def _datasheet_for(gpu_name: str) -> Peaks | None:
+    name = gpu_name.upper()
     for key in sorted(DATASHEET, key=len, reverse=True):
         if key.upper() in name:
             return DATASHEET[key]
-    return DATASHEET[REFERENCE_GPU]
+    return None
+
+
+def datasheet_peaks(gpu_name: str | None = None) -> Peaks:
+    """Table figures for a GPU name (substring match), or for the course's reference GPU."""
+    return _datasheet_for(gpu_name or REFERENCE_GPU) or DATASHEET[REFERENCE_GPU]
+
+
+def _figure(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def implausible(peaks: Peaks, gpu_name: str | None = None) -> str | None:
+    """Why measured peaks cannot be this GPU's unshared figures, or None when they can.
+
+    A copy, bandwidth or matmul figure under half the datasheet's means the GPU was shared (or
+    throttled) while it was measured. GPUs missing from ``DATASHEET`` are not checked.
+    """
+    sheet = _datasheet_for(gpu_name or peaks.gpu)
+    if sheet is None:
+        return None
+    figures = [(peaks.copy_gbs, sheet.bandwidth_gbs, "GB/s copy", "GB/s")]
+    figures.append((peaks.bandwidth_gbs, sheet.bandwidth_gbs, "GB/s bandwidth", "GB/s"))
+    figures += [(peaks.tflops.get(k), v, f"TFLOP/s {k} matmul", "TFLOP/s") for k, v in sheet.tflops.items()]
+    for got, want, what, unit in figures:
+        if got is not None and got < PLAUSIBLE_SHARE * want:
+            return f"measured {_figure(got)} {what}, under half of the {_figure(want)} {unit} datasheet figure"
+    return None
 
 
 def _cache_dir() -> Path:
@@ -66,6 +115,60 @@ def _cache_dir() -> Path:
 def _cache_file(gpu_name: str) -> Path:
     safe = "".join(ch if ch.isalnum() else "_" for ch in gpu_name)
     return _cache_dir() / f"peaks-{safe}.json"
+
+
+def _fallback_file(path: Path) -> Path:
+    return path.with_name(path.stem + ".fallback.json")
+
+
+def _write(path: Path, data: dict) -> None:
+    """Whole or not at all: a process that reads without the lock never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def _read_cached(path: Path, gpu_name: str) -> Peaks | None:
+    """The cached measurement; None when missing, unreadable, or failing the datasheet check (an
+    older course_lib cached whatever it measured)."""
+    try:
+        peaks = Peaks(**json.loads(path.read_text()))
+        if implausible(peaks, gpu_name) is None:
+            return peaks
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def _read_fallback(path: Path, gpu_name: str) -> Peaks | None:
+    """The datasheet, when a measurement fell back to it less than FALLBACK_S ago (any process)."""
+    try:
+        note = json.loads(_fallback_file(path).read_text())
+        age = time.time() - float(note["time"])
+        source = str(note["source"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return replace(datasheet_peaks(gpu_name), source=source) if 0 <= age < FALLBACK_S else None
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """Held while peaks are measured: one process of this machine measures, the others wait."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        handle = open(path.with_name(path.name + ".lock"), "a") if fcntl else None
+    except OSError:
+        handle = None
+    if handle is None:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def measure_peaks() -> Peaks:
@@ -113,19 +216,76 @@ def measure_peaks() -> Peaks:
     )
 
 
-def gpu_peaks(remeasure: bool = False) -> Peaks:
-    """This GPU's peaks: measured once and cached per GPU name; the datasheet in CPU mode."""
+def _measure_checked(gpu_name: str, path: Path, measure: Callable[[], Peaks] | None, note: str = "") -> Peaks:
+    """Measure (call with the lock held): figures that pass the datasheet check are cached and
+    returned; figures that fail it twice are not cached, and the datasheet stands in for them."""
+    measure = measure or measure_peaks  # looked up now, so that tests can replace measure_peaks
+    problem = None
+    for _ in range(2):
+        peaks = measure()
+        problem = implausible(peaks, gpu_name)
+        if problem is None:
+            peaks = replace(peaks, source=peaks.source + note)
+            _write(path, peaks.to_dict())
+            _fallback_file(path).unlink(missing_ok=True)
+            return peaks
+    source = f"datasheet ({problem}, in two measurements: the GPU looked shared or throttled)"
+    _write(_fallback_file(path), {"time": time.time(), "source": source})
+    return replace(datasheet_peaks(gpu_name), source=source)
+
+
+def gpu_peaks(remeasure: bool = False, measure: Callable[[], Peaks] | None = None) -> Peaks:
+    """This GPU's peaks: measured once and cached per GPU name; the datasheet in CPU mode.
+
+    ``measure`` (default ``measure_peaks``) takes the measurement, under a lock shared by the
+    processes of this machine; a process that waited for it uses what the other one cached.
+    Figures under half the datasheet's are measured again once, then replaced by the datasheet
+    (``Peaks.source`` says so) and never cached. ``remeasure`` replaces the cached figures.
+    """
     info = runtime.gpu_info()
     if info is None:
         return datasheet_peaks()
     path = _cache_file(info.name)
-    if path.exists() and not remeasure:
-        data = json.loads(path.read_text())
-        return Peaks(**data)
-    peaks = measure_peaks()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(peaks.to_dict(), indent=1))
-    return peaks
+    stale = _read_cached(path, info.name) if remeasure else None
+    if not remeasure:
+        known = _read_cached(path, info.name) or _read_fallback(path, info.name)
+        if known is not None:
+            return known
+    with _lock(path):
+        # another process may have measured while this one waited for the lock
+        cached = _read_cached(path, info.name)
+        if cached is not None and cached != stale:
+            return cached
+        if not remeasure and (fallback := _read_fallback(path, info.name)) is not None:
+            return fallback
+        return _measure_checked(info.name, path, measure)
+
+
+def check_fraction(fraction: float, peaks: Peaks, measure: Callable[[], Peaks] | None = None) -> Peaks:
+    """The peaks to use after a kernel was timed at ``fraction`` of the roofline of ``peaks``.
+
+    Above OVER_ROOFLINE (105%) against measured peaks, the peaks were measured low (the GPU was
+    shared then): the cached figures are removed and measured again under the lock, or the
+    datasheet stands in (see ``gpu_peaks``); the returned peaks' source says which. Otherwise, and
+    for peaks that were already measured again this way, ``peaks`` itself comes back: compare with
+    ``is`` or ``==`` to know whether anything changed.
+    """
+    if fraction <= OVER_ROOFLINE or not peaks.source.startswith("measured"):
+        return peaks
+    if _RECHECK_NOTE.split("{")[0] in peaks.source:
+        return peaks  # measured again once already: the kernel's count or timing is off, not the peaks
+    info = runtime.gpu_info()
+    if info is None:
+        return peaks
+    path = _cache_file(info.name)
+    with _lock(path):
+        cached = _read_cached(path, info.name)
+        if cached is not None and cached != peaks:
+            return cached  # measured again by another process meanwhile
+        if (fallback := _read_fallback(path, info.name)) is not None:
+            return fallback
+        path.unlink(missing_ok=True)
+        return _measure_checked(info.name, path, measure, _RECHECK_NOTE.format(fraction))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -184,7 +344,7 @@ def plot(points: list[dict], peaks: Peaks, dtype: str = "float32", ax=None, titl
         [bw * lo, top, top],
         color="black",
         lw=1.5,
-        label=f"roofline ({peaks.source.split(':')[0]})",
+        label=f"roofline ({peaks.source.split(':')[0].split(' (')[0]})",
     )
     for p in points:
         if not p["flops"] or not p["bytes"]:

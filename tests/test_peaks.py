@@ -1,0 +1,245 @@
+"""The roofline's peaks: measured under a lock, checked against the datasheet, never cached when bad.
+
+No GPU here: ``runtime.gpu_info`` is faked to an H200 and the measurement is a function that returns
+fixed figures (and counts its calls), so only the bookkeeping around the measurement is under test.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from course_lib import bench, roofline, runtime, tasks, timing
+
+H200 = runtime.GpuInfo("NVIDIA H200", (9, 0), 132, 139.8, 60.0)
+TFLOPS = {"bfloat16": 758.1, "float16": 728.5, "float32": 51.2}
+
+
+def measured(bandwidth: float = 4379.4, copy: float = 4277.4, tflops: dict | None = None) -> roofline.Peaks:
+    return roofline.Peaks("NVIDIA H200", bandwidth, dict(tflops or TFLOPS), "measured on NVIDIA H200 (fake)", copy)
+
+
+GOOD = measured()
+SHARED = measured(bandwidth=950.0, copy=900.0)  # four processes timing at once: a quarter of the rate
+# passes the datasheet check (above half of 4800 GB/s) yet is 40% low: two processes shared the GPU
+HALF_SHARED = measured(bandwidth=2600.0, copy=2500.0)
+
+
+class FakeMeasure:
+    """Returns the given peaks in turn (the last one repeats) and counts its calls."""
+
+    def __init__(self, *results: roofline.Peaks):
+        self.results = list(results)
+        self.calls = 0
+
+    def __call__(self) -> roofline.Peaks:
+        self.calls += 1
+        return self.results[min(self.calls, len(self.results)) - 1]
+
+
+@pytest.fixture
+def h200(tmp_path, monkeypatch) -> Path:
+    """An H200 that is never touched, with its own empty cache; returns the peaks cache file."""
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(runtime, "gpu_info", lambda: H200)
+    monkeypatch.setattr(roofline, "measure_peaks", FakeMeasure(GOOD))
+    return roofline._cache_file(H200.name)
+
+
+def test_a_good_measurement_is_cached_and_reused(h200):
+    measure = FakeMeasure(GOOD)
+    first = roofline.gpu_peaks(measure=measure)
+    second = roofline.gpu_peaks(measure=measure)
+    assert first == second == GOOD
+    assert measure.calls == 1
+    assert roofline.Peaks(**json.loads(h200.read_text())) == GOOD
+
+
+def test_remeasure_replaces_the_cached_figures(h200):
+    roofline.gpu_peaks(measure=FakeMeasure(GOOD))
+    newer = measured(bandwidth=4400.0)
+    measure = FakeMeasure(newer)
+    assert roofline.gpu_peaks(remeasure=True, measure=measure) == newer
+    assert measure.calls == 1
+    assert roofline.gpu_peaks(measure=measure) == newer
+
+
+def test_a_shared_gpu_is_measured_twice_then_the_datasheet_stands_in(h200):
+    measure = FakeMeasure(SHARED)
+    peaks = roofline.gpu_peaks(measure=measure)
+    assert measure.calls == 2
+    sheet = roofline.DATASHEET["H200"]
+    assert (peaks.bandwidth_gbs, peaks.tflops) == (sheet.bandwidth_gbs, sheet.tflops)
+    assert peaks.source.startswith("datasheet (measured 900 GB/s copy, under half of the 4800 GB/s datasheet figure")
+    assert "shared" in peaks.source
+    assert not h200.exists(), "a bad measurement was cached"
+    # the next caller (this process or another) takes the datasheet for a while, without measuring
+    again = roofline.gpu_peaks(measure=measure)
+    assert again == peaks and measure.calls == 2
+    assert not h200.exists()
+
+
+def test_a_shared_gpu_that_recovers_on_the_second_measurement(h200):
+    measure = FakeMeasure(SHARED, GOOD)
+    assert roofline.gpu_peaks(measure=measure) == GOOD
+    assert measure.calls == 2
+    assert roofline.Peaks(**json.loads(h200.read_text())) == GOOD
+
+
+def test_a_slow_matmul_fails_the_check_too(h200):
+    measure = FakeMeasure(measured(tflops={**TFLOPS, "bfloat16": 300.0}))
+    peaks = roofline.gpu_peaks(measure=measure)
+    assert peaks.source.startswith("datasheet (measured 300 TFLOP/s bfloat16 matmul, under half of the 989")
+    assert not h200.exists()
+
+
+def test_the_datasheet_fallback_expires(h200, monkeypatch):
+    roofline.gpu_peaks(measure=FakeMeasure(SHARED))
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now + roofline.FALLBACK_S + 1)
+    measure = FakeMeasure(GOOD)
+    assert roofline.gpu_peaks(measure=measure) == GOOD
+    assert measure.calls == 1
+
+
+def test_a_bad_cached_file_is_ignored_and_measured_again(h200):
+    h200.parent.mkdir(parents=True)
+    h200.write_text(json.dumps(SHARED.to_dict()))  # what an older course_lib cached on a shared GPU
+    measure = FakeMeasure(GOOD)
+    assert roofline.gpu_peaks(measure=measure) == GOOD
+    assert measure.calls == 1
+    assert roofline.Peaks(**json.loads(h200.read_text())) == GOOD
+
+
+def test_an_unreadable_cached_file_is_measured_again(h200):
+    h200.parent.mkdir(parents=True)
+    h200.write_text('{"gpu": "NVIDIA H200", "bandw')
+    measure = FakeMeasure(GOOD)
+    assert roofline.gpu_peaks(measure=measure) == GOOD
+    assert measure.calls == 1
+
+
+def test_gpus_missing_from_the_datasheet_are_not_checked(h200, monkeypatch):
+    odd = runtime.GpuInfo("Some Future GPU", (12, 0), 10, 8.0, 4.0)
+    monkeypatch.setattr(runtime, "gpu_info", lambda: odd)
+    slow = roofline.Peaks(odd.name, 100.0, {"float32": 1.0}, "measured on Some Future GPU (fake)", 90.0)
+    measure = FakeMeasure(slow)
+    assert roofline.gpu_peaks(measure=measure) == slow
+    assert measure.calls == 1
+    assert roofline.implausible(slow) is None
+
+
+def test_a_kernel_at_340_percent_of_the_roofline_sends_the_peaks_to_be_measured_again(h200):
+    assert roofline.gpu_peaks(measure=FakeMeasure(HALF_SHARED)) == HALF_SHARED  # passes the check, but low
+    measure = FakeMeasure(GOOD)
+    new = roofline.check_fraction(3.4, HALF_SHARED, measure=measure)
+    assert measure.calls == 1
+    assert new.bandwidth_gbs == GOOD.bandwidth_gbs
+    assert new.source.startswith(GOOD.source) and "340% of the roofline" in new.source
+    assert roofline.gpu_peaks(measure=measure) == new  # cached for everyone
+    # measured again once: a kernel still above the roofline is believed, not chased
+    assert roofline.check_fraction(1.2, new, measure=measure) is new
+    assert measure.calls == 1
+
+
+def test_a_fraction_under_105_percent_changes_nothing(h200):
+    roofline.gpu_peaks(measure=FakeMeasure(GOOD))
+    measure = FakeMeasure(GOOD)
+    assert roofline.check_fraction(1.05, GOOD, measure=measure) is GOOD
+    assert roofline.check_fraction(0.9, GOOD, measure=measure) is GOOD
+    assert roofline.check_fraction(3.4, roofline.DATASHEET["H200"], measure=measure) is roofline.DATASHEET["H200"]
+    assert measure.calls == 0
+
+
+def test_a_kernel_over_the_roofline_on_a_shared_gpu_gets_the_datasheet(h200):
+    roofline.gpu_peaks(measure=FakeMeasure(HALF_SHARED))
+    new = roofline.check_fraction(3.4, HALF_SHARED, measure=FakeMeasure(SHARED))
+    assert new.source.startswith("datasheet (measured 900 GB/s copy")
+    assert new.bandwidth_gbs == roofline.DATASHEET["H200"].bandwidth_gbs
+    assert not h200.exists(), "the low figures were left in the cache"
+
+
+def test_check_fraction_takes_what_another_process_measured_meanwhile(h200):
+    roofline.gpu_peaks(measure=FakeMeasure(GOOD))  # the cache no longer holds the caller's peaks
+    measure = FakeMeasure(measured(bandwidth=4500.0))
+    assert roofline.check_fraction(3.4, HALF_SHARED, measure=measure) == GOOD
+    assert measure.calls == 0
+
+
+def test_performance_note_measures_the_peaks_again_above_the_roofline(h200, monkeypatch):
+    """bench: a fraction of 170% against low cached peaks is recomputed against new ones, and said."""
+    spec = tasks.get("vector_add")
+    case = spec.bench_cases[0]
+    roofline.gpu_peaks(measure=FakeMeasure(HALF_SHARED))
+    floor_ms = roofline.floor(spec.bytes_moved(case), 0, HALF_SHARED).ms
+
+    def fake_bench_case(spec, entry, case, peaks, log, full=True):
+        fast = timing.Timing(floor_ms / 1.7, floor_ms / 1.7, floor_ms / 1.7, "fake")
+        return [
+            bench._record(spec, case, "solution", fast, peaks),
+            bench._record(spec, case, "torch_eager", fast, peaks),
+        ]
+
+    monkeypatch.setattr(bench, "_bench_case", fake_bench_case)
+    measure = FakeMeasure(GOOD)
+    monkeypatch.setattr(roofline, "measure_peaks", measure)
+    lines = bench.performance_note(spec, entry=None)
+    assert measure.calls == 1
+    assert "170%" not in lines[0]
+    assert f"{1.7 * HALF_SHARED.bandwidth_gbs / GOOD.bandwidth_gbs:.0%} of the roofline" in lines[0]
+    assert lines[1].startswith("peaks measured again: a kernel ran at 170% of the roofline"), lines
+
+
+# --------------------------------------------------------------------------------------------------
+# the lock: processes that start at once measure once
+
+
+def _measure_slowly(log: str) -> roofline.Peaks:
+    with open(log, "a") as f:
+        f.write("start\n")
+    time.sleep(0.5)
+    with open(log, "a") as f:
+        f.write("end\n")
+    return GOOD
+
+
+def _child(cache: str, log: str, out: str, go) -> None:
+    import os
+    from functools import partial
+
+    os.environ["COURSE_CACHE"] = cache
+    runtime.gpu_info = lambda: H200  # this process's own copy of the module
+    go.wait(10)
+    peaks = roofline.gpu_peaks(measure=partial(_measure_slowly, log))
+    Path(out).write_text(json.dumps(peaks.to_dict()))
+
+
+@pytest.mark.skipif(roofline.fcntl is None, reason="no fcntl: no lock on this platform")
+@pytest.mark.timeout(30)
+def test_two_processes_measure_once(tmp_path):
+    # fork: fast, and no import of course_lib in the children (spawn elsewhere: each child imports it)
+    fork = sys.platform.startswith("linux")
+    ctx = multiprocessing.get_context("fork" if fork else "spawn")
+    go = ctx.Event()
+    log = tmp_path / "measure.log"
+    outs = [tmp_path / f"peaks-{i}.json" for i in range(2)]
+    children = [ctx.Process(target=_child, args=(str(tmp_path / "cache"), str(log), str(out), go)) for out in outs]
+    start = time.perf_counter()
+    for p in children:
+        p.start()
+    go.set()  # both ask for the peaks at the same moment
+    for p in children:
+        p.join(15)
+    for p in children:
+        if p.is_alive():
+            p.kill()
+    assert [p.exitcode for p in children] == [0, 0]
+    assert log.read_text().splitlines() == ["start", "end"], "measured more than once"
+    assert [roofline.Peaks(**json.loads(out.read_text())) for out in outs] == [GOOD, GOOD]
+    if fork:
+        assert time.perf_counter() - start < 5
