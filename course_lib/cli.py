@@ -6,17 +6,15 @@ It imports no notebook packages, so it runs on a headless GPU machine and in CI.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import secrets
 import sys
-from pathlib import Path
 
 from . import runtime
 
 
 def _cmd_doctor(args) -> int:
-    from . import diagnose as doctor
+    from . import checkup as doctor
 
     found = doctor.run()
     print(doctor.format_findings(found))
@@ -51,12 +49,13 @@ def _task_names(args) -> list[str]:
 
 
 def _cmd_check(args) -> int:
-    from . import grading, progress, report
+    from . import grader, progress
+    from .grader import report
 
     names = _task_names(args)
     source = args.source or ("solutions" if args.solutions else "exercises")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    results = grading.grade(names, source=source, seed=seed, timeout=args.timeout, jobs=args.jobs)
+    results = grader.grade(names, source=source, seed=seed, timeout=args.timeout, jobs=args.jobs)
     if source == "exercises":
         progress.record_results(results)
     if args.json:
@@ -67,47 +66,36 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_grade(args) -> int:
-    from . import grading, report, tasks
+    from .grader import roster
 
-    root = Path(args.submissions).expanduser().resolve()
-    if not root.is_dir():
-        raise SystemExit(f"{root} is not a folder of submissions")
-    learners = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not learners:
-        raise SystemExit(f"{root} holds no learner folders (expected {root}/<learner>/<task>.py)")
     try:
-        names = [t.name for t in tasks.all_tasks()] if not args.task else [tasks.get(args.task).name]
-    except KeyError as e:
-        raise SystemExit(str(e.args[0])) from None
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    rows = []
-    for learner in learners:
-        results = grading.grade(names, source=learner, seed=seed, timeout=args.timeout, jobs=args.jobs)
-        passed = sum(r.passed for r in results)
-        print(f"{learner.name}: {passed}/{len(results)} tasks pass")
-        if args.verbose:
-            print(report.text(results))
-        for r in results:
-            rows.append(
-                {
-                    "learner": learner.name,
-                    "task": r.task,
-                    "status": r.status,
-                    "cases_passed": r.cases_passed,
-                    "cases_total": r.cases_total,
-                    "summary": r.summary,
-                    "seed": r.seed,
-                }
-            )
-    out = Path(args.out)
-    if out.suffix == ".json":
-        out.write_text(json.dumps(rows, indent=1))
-    else:
-        with out.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    print(f"wrote {len(rows)} rows to {out}")
+        room = roster.grade_room(
+            args.submissions, args.out, args.task, seed=args.seed, timeout=args.timeout, workers=args.jobs,
+            hidden=args.hidden, resume=args.resume, speed_points=args.speed_points,
+            progress=False if args.quiet else None,
+        )  # fmt: skip
+    except roster.UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: {args.out} was not updated", file=sys.stderr)
+        return 130
+    if args.verbose:
+        from .grader import report
+
+        width = max(len(t) for t in room.tasks)
+        for learner in room.learners:
+            print(f"== {learner}")
+            for row in room.rows_of(learner):
+                result = room.results.get((learner, row["assignment"]))
+                if result is not None:
+                    print("\n".join(report.result_lines(result, width)))
+                elif row["assignment"] in room.tasks:
+                    kept = " (kept from the last run)" if (learner, row["assignment"]) in room.kept else ""
+                    print(f"{row['status'].upper():<5} {row['assignment']:<{width}} {row['message']}{kept}")
+    if not args.quiet:
+        print("\n".join(room.learner_lines()))
+    print(room.short_summary())
     return 0
 
 
@@ -155,11 +143,11 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_sync(args) -> int:
-    from . import exercises
+    from . import stubs
 
     try:
-        report = exercises.sync(check=args.check, force=args.force)
-    except exercises.MarkerError as e:
+        report = stubs.sync(check=args.check, force=args.force)
+    except stubs.MarkerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print("\n".join(report.lines(args.check)))
@@ -185,14 +173,28 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, help="seconds per task before it counts as hung")
     c.add_argument("--jobs", type=int, help="tasks graded at once (default: up to 4)")
 
-    g = sub.add_parser("grade", help="grade every learner folder under SUBMISSIONS_DIR")
+    g = sub.add_parser("grade", help="grade every learner folder under SUBMISSIONS_DIR (SUBMISSIONS_DIR/<learner>/)")
     g.add_argument("submissions")
-    g.add_argument("--out", default="grades.csv", help="CSV, or JSON if the name ends in .json")
-    g.add_argument("--task", help="grade only this task")
-    g.add_argument("--seed", type=int)
-    g.add_argument("--timeout", type=float)
-    g.add_argument("--jobs", type=int)
-    g.add_argument("--verbose", action="store_true", help="print each learner's report")
+    g.add_argument(
+        "--out", default="grades.csv",
+        help="CSV (and the same rows as JSON beside it), or JSON alone if the name ends in .json; "
+        "a summary goes to <name>.summary.md",
+    )  # fmt: skip
+    g.add_argument("--task", action="append", help="only these tasks (repeat it, or a comma list)")
+    g.add_argument("--hidden", help="a JSON file of hidden cases (as COURSE_HIDDEN_CASES, which works too)")
+    g.add_argument(
+        "--resume", action="store_true",
+        help="keep the rows of the existing --out file whose file and seed are unchanged; grade the rest",
+    )  # fmt: skip
+    g.add_argument("--seed", type=int, help="base seed of the inputs (with --resume: default, the recorded one)")
+    g.add_argument("--timeout", type=float, help="seconds per task before it counts as hung")
+    g.add_argument("--jobs", type=int, help="tasks graded at once (GPU mode: default one per GPU)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar, no line per learner")
+    g.add_argument("--verbose", action="store_true", help="print each learner's full report")
+    g.add_argument(
+        "--speed-points", action="store_true",
+        help="GPU only: up to 1 point more per task for speed (min(1, fraction of the roofline / 0.8))",
+    )  # fmt: skip
 
     b = sub.add_parser("bench", help="GPU only: time solutions and baselines; --record writes a JSON record")
     b.add_argument("task", nargs="?")

@@ -1,0 +1,485 @@
+"""Grading a room (``python -m course_lib grade ROOM``): one row per (learner, task), bad files as
+rows, scores from points, the summary, --resume, atomic writes. A fake ``grade_jobs`` stands in
+for the grader, so these are fast; one test at the end goes through the real command line."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+
+import pytest
+from conftest import ROOT, WRONG, assert_clean, run_course
+
+from course_lib import cli, tasks
+from course_lib.grader import roster
+from course_lib.grader.roster import COLUMNS, TaskResult
+
+TWO = ["vector_copy", "vector_add"]
+SOLUTION = {t: (ROOT / "solutions" / f"{t}.py").read_bytes() for t in TWO}
+NBGRADER = ["student_id", "assignment", "timestamp", "raw_score", "score", "max_score"]
+PERF = "performance on NVIDIA H200, float32 (4000037,): {us} us, 3000 GB/s, {pct}% of the roofline; torch eager 30.0 us"
+
+
+class FakeGrader:
+    """``grade_jobs`` without processes: a pass unless ``verdicts[(learner, task)]`` says otherwise."""
+
+    def __init__(self, verdicts: dict | None = None):
+        self.verdicts = verdicts or {}
+        self.calls: list[dict] = []
+
+    def __call__(self, jobs, seed=None, workers=None, timeout=None, on_result=None, hidden=None):
+        self.calls.append({"jobs": list(jobs), "seed": seed, "workers": workers, "timeout": timeout, "hidden": hidden})
+        results = []
+        for job in jobs:
+            assert (job.source / f"{job.task}.py").is_file()
+            status, summary, details = self.verdicts.get((job.learner, job.task), ("pass", "all cases passed", []))
+            passed = 10 if status == "pass" else 3
+            result = TaskResult(job.task, status, summary, list(details), str(job.source), seed, passed, 10, 0.25)
+            if on_result is not None:
+                on_result(job, result)
+            results.append(result)
+        return results
+
+    @property
+    def graded(self) -> list[tuple[str, str]]:
+        return [(j.learner, j.task) for call in self.calls for j in call["jobs"]]
+
+
+def make_room(path, learners: dict[str, dict[str, bytes]]):
+    """``{learner: {task: bytes}}`` as ROOM/<learner>/<task>.py."""
+    path.mkdir(parents=True, exist_ok=True)
+    for learner, files in learners.items():
+        (path / learner).mkdir()
+        for task, data in files.items():
+            (path / learner / f"{task}.py").write_bytes(data)
+    return path
+
+
+def read_csv(path):
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def grade(room, out, fake=None, **options):
+    options.setdefault("task_names", TWO)
+    options.setdefault("seed", 7)
+    return roster.grade_room(room, out, grade=fake or FakeGrader(), progress=False, log=lambda text: None, **options)
+
+
+# --------------------------------------------------------------------------------------------------
+# bad files
+
+
+BAD = {
+    "empty": b"",
+    "blank": b"  \n\t\n",
+    "binary": b"import triton\n\x00\x00\x00",
+    "huge": b"#" * (roster.MAX_FILE_BYTES + 1),
+    "latin1": "# caf\u00e9\n".encode("latin-1"),
+}
+EXPECTED = {"empty": "empty", "blank": "empty", "binary": "binary", "huge": "too_large", "latin1": "not_utf8"}
+
+
+def test_bad_files_are_rows_that_score_zero_and_never_reach_the_grader(tmp_path):
+    room = make_room(tmp_path / "room", {name: {"vector_copy": data} for name, data in BAD.items()})
+    (room / "nothing").mkdir()  # a learner with no .py file at all
+    (room / "nothing" / "notes.txt").write_text("I ran out of time")
+    (room / "linked").mkdir()
+    (room / "linked" / "vector_copy.py").symlink_to(ROOT / "solutions" / "vector_copy.py")
+    (room / "dirfile").mkdir()
+    (room / "dirfile" / "vector_copy.py").mkdir()
+    (room / "good").mkdir()
+    (room / "good" / "vector_copy.py").write_bytes(SOLUTION["vector_copy"])
+    fake = FakeGrader()
+    result = grade(room, tmp_path / "grades.csv", fake)
+
+    assert fake.graded == [("good", "vector_copy")], "only the one good file is sent to the grader"
+    status = {(r["student_id"], r["assignment"]): r for r in result.rows}
+    for name, expected in EXPECTED.items():
+        assert status[name, "vector_copy"]["status"] == expected, name
+    assert status["linked", "vector_copy"]["status"] == "not_a_file"
+    assert "symbolic link" in status["linked", "vector_copy"]["message"]
+    assert status["dirfile", "vector_copy"]["status"] == "not_a_file"
+    for learner in [*BAD, "nothing", "linked", "dirfile", "good"]:
+        assert status[learner, "vector_add"]["status"] == "missing"
+        assert status[learner, "vector_add"]["message"] == f"no vector_add.py in {learner}/"
+        assert status[learner, "vector_add"]["sha256"] == ""
+    assert status["nothing", "vector_copy"]["status"] == "missing"
+    for key, row in status.items():
+        if key != ("good", "vector_copy"):
+            assert row["score"] == row["raw_score"] == 0 and row["max_score"] == 1, key
+    assert status["good", "vector_copy"]["score"] == 1
+    # the bad bytes were hashed; links and folders have no bytes of their own
+    assert status["binary", "vector_copy"]["sha256"] == __import__("hashlib").sha256(BAD["binary"]).hexdigest()
+    assert status["linked", "vector_copy"]["sha256"] == ""
+
+
+def test_a_learner_folder_that_is_a_symlink_is_not_graded(tmp_path):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION)})
+    (room / "mallory").symlink_to(room / "alice")
+    fake = FakeGrader()
+    result = grade(room, tmp_path / "grades.csv", fake)
+    assert fake.graded == [("alice", t) for t in TWO]
+    assert [r["status"] for r in result.rows if r["student_id"] == "mallory"] == ["not_a_file"] * 2
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "words"),
+    [
+        (b"", "empty", "is empty"),
+        (b"\n \n", "empty", "only whitespace"),
+        (b"x = 1\x00", "binary", "NUL bytes (byte 5)"),
+        (b"x = '\xff'\n", "not_utf8", "not valid UTF-8 (byte 5)"),
+        (b"x" * (roster.MAX_FILE_BYTES + 1), "too_large", "1.0 MiB; the limit is 1 MiB"),
+        (b"x" * roster.MAX_FILE_BYTES, None, ""),
+        ("x = '\u00e9'\n".encode(), None, ""),
+    ],
+    ids=["empty", "blank", "binary", "latin1", "huge", "just-1MiB", "utf8"],
+)
+def test_check_file(tmp_path, data, status, words):
+    path = tmp_path / "vector_add.py"
+    path.write_bytes(data)
+    found = roster.check_file(path, "bob", "vector_add")
+    assert found.status == status
+    assert words in found.message
+    if status:
+        assert found.message.startswith("bob/vector_add.py ")
+
+
+# --------------------------------------------------------------------------------------------------
+# rows, columns, scores
+
+
+def test_one_row_per_pair_in_learner_then_course_order_with_the_columns_in_order(tmp_path):
+    room = make_room(tmp_path / "room", {"zoe": dict(SOLUTION), "alice": {"vector_add": SOLUTION["vector_add"]}})
+    (room / ".git").mkdir()
+    (room / "__pycache__").mkdir()
+    (room / "README.txt").write_text("not a learner")
+    out = tmp_path / "grades.csv"
+    grade(room, out, task_names=None)
+
+    with out.open(newline="") as f:
+        header = next(csv.reader(f))
+    assert header == COLUMNS
+    assert header[: len(NBGRADER)] == NBGRADER
+    every = [t.name for t in tasks.all_tasks()]
+    rows = read_csv(out)
+    assert [(r["student_id"], r["assignment"]) for r in rows] == [(w, t) for w in ("alice", "zoe") for t in every]
+    assert all(r["timestamp"].endswith("Z") and "T" in r["timestamp"] for r in rows)
+    assert {r["seed"] for r in rows} == {"7"}
+    zoe = {r["assignment"]: r for r in rows if r["student_id"] == "zoe"}
+    assert zoe["vector_add"]["sha256"] == __import__("hashlib").sha256(SOLUTION["vector_add"]).hexdigest()
+    assert (zoe["vector_add"]["cases_passed"], zoe["vector_add"]["cases_total"]) == ("10", "10")
+    assert zoe["vector_add"]["seconds"] == "0.25"
+
+
+def test_tasks_can_be_chosen_by_repeating_or_with_commas(tmp_path):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION)})
+    for chosen in (["vector_add", "vector_copy"], ["vector_add,vector_copy"], "vector_add, vector_copy"):
+        fake = FakeGrader()
+        result = grade(room, tmp_path / "grades.csv", fake, task_names=chosen)
+        assert result.tasks == TWO  # course order, whatever order they were asked in
+        assert fake.graded == [("alice", t) for t in TWO]
+
+
+def test_scores_come_from_the_task_points_all_or_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(tasks.get("vector_add"), "points", 3.0, raising=False)
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION), "bob": dict(SOLUTION)})
+    fake = FakeGrader({("bob", "vector_add"): ("fail", "case 'tail' 3 of 1000 elements are wrong", [])})
+    result = grade(room, tmp_path / "grades.csv", fake)
+    score = {(r["student_id"], r["assignment"]): (r["raw_score"], r["score"], r["max_score"]) for r in result.rows}
+    assert score["alice", "vector_add"] == (3.0, 3.0, 3.0)
+    assert score["bob", "vector_add"] == (0.0, 0.0, 3.0), "7 of 10 cases passed is still a wrong kernel"
+    assert score["alice", "vector_copy"] == score["bob", "vector_copy"] == (1.0, 1.0, 1.0)
+    assert "bob: 1/2 tasks pass, score 1/4" in result.learner_lines()
+
+
+def test_json_holds_the_same_rows_as_the_csv(tmp_path):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION), "bob": {"vector_add": b"\x00"}})
+    fake = FakeGrader({("alice", "vector_add"): ("fail", 'case "tail", quoted | piped\nand two lines', [])})
+    grade(room, tmp_path / "grades.csv", fake)
+    rows = json.loads((tmp_path / "grades.json").read_text())
+    assert [list(r) for r in rows] == [COLUMNS] * 4
+    as_text = [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+    assert as_text == read_csv(tmp_path / "grades.csv")
+    assert rows[1]["message"] == 'case "tail", quoted | piped and two lines'  # one line
+    assert isinstance(rows[0]["score"], float) and isinstance(rows[0]["seed"], int)
+
+
+def test_out_ending_in_json_writes_json_alone(tmp_path):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION)})
+    result = grade(room, tmp_path / "grades.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.json", "grades.summary.md", "room"]
+    assert result.written == [tmp_path / "grades.json", tmp_path / "grades.summary.md"]
+    assert [r["status"] for r in json.loads((tmp_path / "grades.json").read_text())] == ["pass", "pass"]
+
+
+# --------------------------------------------------------------------------------------------------
+# the summary
+
+
+def test_failures_group_by_their_normalized_message():
+    a = roster.normalize_message("case 'tail' 12 of 1000 elements are wrong (max error 3.5e-02)", "ann")
+    b = roster.normalize_message("case 'large' 13 of 1000 elements are wrong (max error 0.25)", "bob")
+    assert a == b == "case '…' N of N elements are wrong (max error N)"
+    path_a = roster.normalize_message("importing /tmp/room/ann/vector_add.py raised NameError: x1", "ann")
+    path_b = roster.normalize_message("importing /other/bob/vector_add.py raised NameError: x1", "bob")
+    assert path_a == path_b
+    assert roster.normalize_message("the kernel doesn't compile") == "the kernel doesn't compile"
+    assert roster.normalize_message("no Triton kernel was launched") != a
+
+
+def test_the_summary_names_the_most_common_failure_per_task(tmp_path):
+    learners = [f"l{i}" for i in range(6)]
+    room = make_room(tmp_path / "room", {name: dict(SOLUTION) for name in learners})
+    verdicts = {
+        ("l0", "vector_add"): ("fail", "case 'tail' 12 of 1000 elements are wrong", []),
+        ("l1", "vector_add"): ("fail", "case 'tail' 13 of 1000 elements are wrong", []),
+        ("l2", "vector_add"): ("fail", "case 'large' 99 of 100003 elements are wrong", []),
+        ("l3", "vector_add"): ("fail", "no Triton kernel was launched", []),
+        ("l4", "vector_add"): ("todo", "not implemented yet: add_kernel", []),
+        ("l5", "vector_copy"): ("timeout", "no result after 120 s", []),
+    }
+    result = grade(room, tmp_path / "grades.csv", FakeGrader(verdicts))
+    summary = (tmp_path / "grades.summary.md").read_text()
+    add = next(line for line in summary.splitlines() if line.startswith("| vector_add | 1/6"))
+    assert "| 17% |" in add and "| 0.17 / 1 |" in add
+    assert "`case '…' N of N elements are wrong` | 3 | l0: case 'tail' 12 of 1000 elements are wrong |" in add
+    copy = next(line for line in summary.splitlines() if line.startswith("| vector_copy | 5/6"))
+    assert "no result after N s" in copy
+    assert "- vector_add, 1x: `no Triton kernel was launched` (e.g. l3)" in summary
+    assert "| task | pass | fail | todo | timeout |" in summary
+    assert "| vector_add | 1 | 4 | 1 | 0 |" in summary and "| **all** | **6** | **4** | **1** | **1** |" in summary
+    assert "seed 7" in summary and "total time" in summary
+    short = result.short_summary()
+    assert "vector_add   1/6 pass, mean 0.17/1; most common failure (3x): case 'tail' 12 of 1000" in short
+    assert "statuses: pass 6, fail 4, todo 1, timeout 1" in short
+
+
+# --------------------------------------------------------------------------------------------------
+# --resume
+
+
+def test_resume_grades_only_what_changed_and_reuses_the_recorded_seed(tmp_path):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION), "bob": dict(SOLUTION), "carol": {}})
+    out = tmp_path / "grades.csv"
+    first = FakeGrader({("bob", "vector_add"): ("fail", "case 'tail' 12 of 1000 elements are wrong", [])})
+    grade(room, out, first, seed=1234)
+    assert len(first.graded) == 4
+    before = read_csv(out)
+
+    (room / "bob" / "vector_add.py").write_bytes(SOLUTION["vector_add"] + b"\n# fixed it\n")
+    said = []
+    again = FakeGrader()
+    result = roster.grade_room(room, out, TWO, resume=True, grade=again, progress=False, log=said.append)
+    assert again.graded == [("bob", "vector_add")]
+    assert again.calls[0]["seed"] == 1234 and result.seed == 1234
+    assert any("reusing seed 1234" in line for line in said)
+    after = read_csv(out)
+    assert [r for r in after if r["student_id"] != "bob" or r["assignment"] != "vector_add"] == [
+        r for r in before if r["student_id"] != "bob" or r["assignment"] != "vector_add"
+    ]  # kept rows are the same rows, timestamps included
+    bob_add = next(r for r in after if r["student_id"] == "bob" and r["assignment"] == "vector_add")
+    assert bob_add["status"] == "pass"
+    assert result.kept == {("alice", "vector_copy"), ("alice", "vector_add"), ("bob", "vector_copy")}
+
+    # a new seed is a new grading of every file
+    third = FakeGrader()
+    grade(room, out, third, seed=99, resume=True)
+    assert len(third.graded) == 4
+
+
+def test_resume_with_other_tasks_keeps_their_rows(tmp_path):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION)})
+    out = tmp_path / "grades.csv"
+    grade(room, out, seed=5)
+    fake = FakeGrader()
+    grade(room, out, fake, task_names=["vector_add"], resume=True, seed=5)
+    assert fake.graded == []
+    assert [r["assignment"] for r in read_csv(out)] == TWO
+
+
+def test_resume_without_a_file_grades_everything(tmp_path):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION)})
+    fake = FakeGrader()
+    said = []
+    roster.grade_room(room, tmp_path / "grades.csv", TWO, resume=True, grade=fake, progress=False, log=said.append)
+    assert len(fake.graded) == 2 and any("grading every file" in line for line in said)
+
+
+# --------------------------------------------------------------------------------------------------
+# writing
+
+
+def test_an_error_while_writing_leaves_the_old_file_and_no_partial_one(tmp_path, monkeypatch):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION), "bob": dict(SOLUTION)})
+    out = tmp_path / "grades.csv"
+    out.write_text("the last run's grades\n")
+    real = csv.DictWriter.writerow
+    written = []
+
+    def failing(self, row):
+        if len(written) == 2:  # the header and one row are out: the disk fills up
+            raise OSError(28, "No space left on device")
+        written.append(row)
+        return real(self, row)
+
+    monkeypatch.setattr(csv.DictWriter, "writerow", failing)
+    with pytest.raises(OSError, match="No space left"):
+        grade(room, out)
+    assert len(written) == 2
+    assert out.read_text() == "the last run's grades\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv", "room"]  # no temporary file left
+
+
+def test_a_failing_summary_keeps_the_grades(tmp_path, monkeypatch):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION)})
+
+    def broken(self):
+        raise RuntimeError("summary bug")
+
+    monkeypatch.setattr(roster.Room, "summary_markdown", broken)
+    with pytest.raises(RuntimeError):
+        grade(room, tmp_path / "grades.csv")
+    assert len(read_csv(tmp_path / "grades.csv")) == 2 and (tmp_path / "grades.json").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# the command line's face
+
+
+def test_usage_problems_exit_2_with_one_line(tmp_path, capsys):
+    (tmp_path / "empty_room").mkdir()
+    room = make_room(tmp_path / "room", {"alice": {}})
+    (tmp_path / "cases.json").write_text("not json")
+    for args, words in [
+        ([str(tmp_path / "nowhere")], "is not a folder of submissions"),
+        ([str(tmp_path / "empty_room")], "holds no learner folders"),
+        ([str(room), "--task", "vector_add,no_such_task"], "no task named 'no_such_task'"),
+        ([str(room), "--hidden", str(tmp_path / "cases.json")], "is not JSON"),
+        ([str(room), "--hidden", str(tmp_path / "nope.json")], "cannot read the hidden cases file"),
+        ([str(room), "--out", str(tmp_path)], "it is a folder"),
+    ]:
+        assert cli.main(["grade", "--out", str(tmp_path / "g.csv"), *args]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and words in err and err.count("\n") == 1, err
+    assert not (tmp_path / "g.csv").exists()
+
+
+def test_the_command_passes_its_options_to_the_grader(tmp_path, monkeypatch, capsys):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION)})
+    cases = tmp_path / "cases.json"
+    cases.write_text('{"vector_add": [{"shape": [77], "dtype": "float16"}]}')
+    fake = FakeGrader()
+    monkeypatch.setattr(roster, "grade_jobs", fake)
+    argv = ["grade", str(room), "--out", str(tmp_path / "g.csv"), "--task", "vector_add", "--seed", "3"]
+    argv += ["--timeout", "9", "--jobs", "2", "--hidden", str(cases), "--verbose"]
+    assert cli.main(argv) == 0
+    call = fake.calls[0]
+    assert (call["seed"], call["timeout"], call["workers"], call["hidden"]) == (3, 9.0, 2, str(cases))
+    out = capsys.readouterr().out
+    assert "== alice" in out and "PASS  vector_add" in out and "alice: 1/1 tasks pass, score 1/1" in out
+    assert f"wrote 1 rows to {tmp_path / 'g.csv'}" in out
+
+
+def test_progress_bar_counts_finished_jobs(tmp_path, capsys):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION), "bob": {"vector_add": SOLUTION["vector_add"]}})
+    roster.grade_room(room, tmp_path / "g.csv", TWO, seed=1, grade=FakeGrader(), progress=True, log=print)
+    assert "3/3" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU: speed points and leaderboards (fake results, so it runs in CPU mode)
+
+
+def test_parse_performance():
+    assert roster.parse_performance(["bounds: fine", "  " + PERF.format(us="25.1", pct=78)]) == (25.1, 0.78)
+    assert roster.parse_performance(["5 cases passed"]) == (None, None)
+
+
+def test_speed_points_and_leaderboard_on_a_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(roster.runtime, "is_gpu", lambda: True)
+    room = make_room(tmp_path / "room", {name: dict(SOLUTION) for name in ("ann", "ben", "cat", "dan")})
+    perf = {"ann": ("40.0", 40), "ben": ("18.0", 90), "cat": ("22.5", 72)}
+    verdicts = {
+        (n, "vector_add"): ("pass", "9 cases passed", [PERF.format(us=us, pct=p)]) for n, (us, p) in perf.items()
+    }
+    verdicts["dan", "vector_add"] = ("fail", "case 'tail' 1 of 1000 elements are wrong", [PERF.format(us=1, pct=99)])
+    result = grade(room, tmp_path / "grades.csv", FakeGrader(verdicts), speed_points=True, task_names=["vector_add"])
+    score = {r["student_id"]: (r["score"], r["max_score"], r["roofline_fraction"]) for r in result.rows}
+    assert score["ann"] == (1.5, 2.0, 0.4)  # 1 + min(1, 0.4 / 0.8)
+    assert score["ben"] == (2.0, 2.0, 0.9)  # past 80% of the roofline: the whole speed point
+    assert score["dan"] == (0.0, 2.0, None)  # a failing kernel gets no speed points, whatever its time
+    summary = (tmp_path / "grades.summary.md").read_text()
+    board = summary[summary.index("### vector_add") :].splitlines()
+    assert board[4:7] == ["| 1 | ben | 18.0 us | 90% |", "| 2 | cat | 22.5 us | 72% |", "| 3 | ann | 40.0 us | 40% |"]
+
+    # --resume keeps the fractions: same points, same leaderboard, nothing timed again
+    fake = FakeGrader()
+    again = grade(room, tmp_path / "grades.csv", fake, speed_points=True, task_names=["vector_add"], resume=True)
+    assert fake.graded == [] and {r["student_id"]: r["score"] for r in again.rows}["ann"] == 1.5
+    assert "| 1 | ben | - | 90% |" in (tmp_path / "grades.summary.md").read_text()
+
+
+def test_speed_points_need_a_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(roster.runtime, "is_gpu", lambda: False)
+    room = make_room(tmp_path / "room", {"ann": dict(SOLUTION)})
+    verdicts = {("ann", "vector_add"): ("pass", "9 cases passed", [PERF.format(us="9", pct=90)])}
+    said = []
+    result = roster.grade_room(room, tmp_path / "g.csv", TWO, seed=1, speed_points=True, grade=FakeGrader(verdicts),
+                               progress=False, log=said.append)  # fmt: skip
+    assert [r["max_score"] for r in result.rows] == [1.0, 1.0]
+    assert any("--speed-points needs a GPU" in line for line in said)
+
+
+def test_one_worker_per_gpu_unless_jobs_is_given(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(roster.runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    room = make_room(tmp_path / "room", {"ann": dict(SOLUTION)})
+    fake = FakeGrader()
+    grade(room, tmp_path / "g.csv", fake)
+    grade(room, tmp_path / "g.csv", fake, workers=3)
+    assert [c["workers"] for c in fake.calls] == [8, 3]
+
+
+# --------------------------------------------------------------------------------------------------
+# end to end, through the real command line and the real grader
+
+
+def test_grade_a_room_end_to_end(tmp_path, progress_file):
+    room = tmp_path / "room"
+    for learner in ("honest", "stubs", "mixed"):
+        (room / learner).mkdir(parents=True)
+    for task in TWO:
+        shutil.copy(ROOT / "solutions" / f"{task}.py", room / "honest")
+        shutil.copy(ROOT / "exercises" / f"{task}.py", room / "stubs")
+    (room / "mixed" / "vector_copy.py").write_bytes(b"\x00\x01binary")
+    shutil.copy(WRONG / "wrong_formula" / "vector_add.py", room / "mixed")
+    out = tmp_path / "grades.csv"
+
+    run = run_course("grade", str(room), "--out", str(out), "--task", "vector_copy,vector_add", "--seed", "11",
+                     progress=progress_file)  # fmt: skip
+    assert_clean(run)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = read_csv(out)
+    assert [(r["student_id"], r["assignment"]) for r in rows] == [
+        (w, t) for w in ("honest", "mixed", "stubs") for t in TWO
+    ]
+    got = {(r["student_id"], r["assignment"]): r for r in rows}
+    assert [got["honest", t]["status"] for t in TWO] == ["pass", "pass"]
+    assert all(got["honest", t]["score"] == got["honest", t]["max_score"] == "1.0" for t in TWO)
+    assert [got["stubs", t]["status"] for t in TWO] == ["todo", "todo"]
+    assert got["mixed", "vector_copy"]["status"] == "binary"
+    assert (
+        got["mixed", "vector_add"]["status"] == "fail" and "elements are wrong" in got["mixed", "vector_add"]["message"]
+    )
+    assert all(r["score"] == "0.0" for r in rows if r["student_id"] != "honest")
+    assert {r["seed"] for r in rows} == {"11"}
+    assert all(len(r["sha256"]) == 64 for r in rows)
+    assert json.loads((tmp_path / "grades.json").read_text())[0]["student_id"] == "honest"
+    assert "| vector_add | 1/3 |" in (tmp_path / "grades.summary.md").read_text()
+    assert "honest: 2/2 tasks pass" in run.stdout and f"wrote 6 rows to {out}" in run.stdout
+    assert os.path.getsize(out) > 0
