@@ -12,22 +12,24 @@ from __future__ import annotations
 
 # runtime must come first: it sets up the interpreter before anything imports Triton
 from . import (
-    guards,
+    hooks,
+    interpreter,
     runtime,  # noqa: I001
 )
 
-guards.install()
+hooks.install()
+interpreter.install()
 
 MODE = runtime.MODE
 
 
 def check(task: str, source: str = "exercises", seed: int | None = None, timeout: float | None = None):
     """Grade one task (or "all") and return a report that a notebook shows as a table."""
-    from . import grading, progress, tasks
-    from .report import Report
+    from . import grader, progress, tasks
+    from .grader.report import Report
 
     names = [t.name for t in tasks.all_tasks()] if task == "all" else [tasks.get(task).name]
-    results = grading.grade(names, source=source, seed=seed, timeout=timeout)
+    results = grader.grade(names, source=source, seed=seed, timeout=timeout)
     if source == "exercises":
         progress.record_results(results)
     return Report(results)
@@ -42,7 +44,7 @@ def hint(task: str, number: int | None = None) -> None:
 
 def doctor() -> bool:
     """Print the doctor's findings; True when the machine is ready."""
-    from . import diagnose as _doctor
+    from . import checkup as _doctor
 
     found = _doctor.run()
     print(_doctor.format_findings(found))
@@ -52,10 +54,12 @@ def doctor() -> bool:
 _SUBMODULES = {
     "bench",
     "compilation",
+    "grader",
     "lesson",
     "progress",
     "results",
     "roofline",
+    "sources",
     "tasks",
     "timing",
     "traffic",

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import exercises, guards, progress, runtime
+from . import hooks, interpreter, progress, runtime, stubs
 
 OK, WARN, BAD = "ok", "warn", "FAIL"
 
@@ -47,7 +47,7 @@ def _overrun_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 def canary_runtime_loop() -> Finding:
     x = torch.arange(5, dtype=torch.float32, device=runtime.device())
     out = torch.zeros(1, device=runtime.device())
-    affected = runtime.triton_version() < guards.NUMPY_INDEX_FIX_NEEDED_BELOW and np.lib.NumpyVersion(
+    affected = runtime.triton_version() < interpreter.NUMPY_INDEX_FIX_NEEDED_BELOW and np.lib.NumpyVersion(
         np.__version__
     ) >= np.lib.NumpyVersion("2.4.0")
     try:
@@ -131,7 +131,7 @@ def canary_out_of_bounds() -> Finding:
     try:
         _overrun_kernel[(1,)](x, out, BLOCK=16)
     except Exception as e:
-        if any(isinstance(c, guards.OutOfBoundsAccess) for c in _causes(e)):
+        if any(isinstance(c, hooks.OutOfBoundsAccess) for c in _causes(e)):
             return Finding(OK, "out-of-bounds detection", "a deliberately unmasked load was stopped and reported")
         return Finding(BAD, "out-of-bounds detection", f"unexpected {type(e).__name__}: {e}")
     return Finding(
@@ -202,8 +202,8 @@ def run() -> list[Finding]:
         )
     root = runtime.course_root()
     if (root / "solutions").is_dir():
-        report = exercises.sync(root, check=True)
-        edited = [name for name in report.drift if not exercises.is_untouched(name[:-3], root)]
+        report = stubs.sync(root, check=True)
+        edited = [name for name in report.drift if not stubs.is_untouched(name[:-3], root)]
         missing = [name for name in report.drift if not (root / "exercises" / name).exists()]
         level = WARN if missing else OK
         detail = f"{len(report.unchanged)} untouched, {len(edited) - len(missing)} with your edits"

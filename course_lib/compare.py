@@ -1,4 +1,9 @@
-"""Compare a kernel's output with the reference and say plainly what is wrong."""
+"""Compare a kernel's output with the reference and say plainly what is wrong.
+
+The one notion of "correct" in the course: the grader and the benchmarks both judge an output here.
+It also owns the poison, the marked NaN an output is filled with before a launch, so that "never
+written" and "computed as NaN" can be told apart. It imports nothing of the course but the runtime.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,59 @@ from dataclasses import dataclass
 
 import torch
 
-from .tasks import Tolerance
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float  # elementwise: |got - ref| <= atol + rtol * |ref|
+    atol: float
+    norm: float  # ||got - ref|| / ||ref|| over the whole output
+
+
+# The poison is a NaN with a payload of its own, so "never written" (these bits still there) and
+# "computed as NaN" (a GPU or numpy makes a canonical NaN, other bits) can be told apart.
+_POISON_BITS = {
+    "float32": (0x7FB0DEAD, torch.int32),
+    "float16": (0x7DAD, torch.int16),
+    "bfloat16": (0x7FAD, torch.int16),
+}
+
+
+def _poison_value(bits: int) -> int:
+    return bits - (1 << 32 if bits >= 1 << 31 else 0)
+
+
+def poison(t: torch.Tensor) -> None:
+    """Fill a fresh output with a value no correct kernel leaves there (a marked NaN for floats)."""
+    with torch.no_grad():
+        name = str(t.dtype).replace("torch.", "")
+        if name in _POISON_BITS:
+            bits, int_type = _POISON_BITS[name]
+            # a same-size dtype view works for strided views too (rows of a wider matrix)
+            t.view(int_type).fill_(_poison_value(bits))
+        elif t.dtype.is_floating_point or t.dtype.is_complex:
+            t.fill_(float("nan"))
+        elif t.dtype == torch.bool:
+            return
+        else:
+            t.fill_(torch.iinfo(t.dtype).min)
+
+
+def still_poisoned(t: torch.Tensor) -> torch.Tensor:
+    """Boolean tensor: which elements of ``t`` still hold the poison (were never written)."""
+    name = str(t.dtype).replace("torch.", "")
+    if name in _POISON_BITS:
+        bits, int_type = _POISON_BITS[name]
+        return t.contiguous().view(int_type) == _poison_value(bits)
+    if t.dtype.is_floating_point:
+        return torch.isnan(t)
+    if t.dtype == torch.bool:
+        return torch.zeros_like(t)
+    return t == torch.iinfo(t.dtype).min
+
+
+def close_enough(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> bool:
+    """The verdict alone, without the report (benchmarks check their output with it)."""
+    return compare(got, expected, tol, poisoned=False).ok
 
 
 @dataclass
@@ -35,13 +92,14 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
 
     With ``poisoned``, the output was filled with the grader's marked NaN before the launch, so
     elements still holding it were never written; other NaNs were computed."""
-    from .guards import still_poisoned
-
+    where = expected.device  # on a GPU for the benchmarks' large outputs, on the CPU for the grader
     unwritten = (
-        still_poisoned(got.detach().cpu()).reshape(-1) if poisoned else torch.zeros(got.numel(), dtype=torch.bool)
+        still_poisoned(got.detach().to(where)).reshape(-1)
+        if poisoned
+        else torch.zeros(got.numel(), dtype=torch.bool, device=where)
     )
-    g = got.detach().to("cpu", torch.float64).reshape(-1)
-    e = expected.detach().to("cpu", torch.float64).reshape(-1)
+    g = got.detach().to(where, torch.float64).reshape(-1)
+    e = expected.detach().to(where, torch.float64).reshape(-1)
     shape = tuple(got.shape)
     n = g.numel()
     if n == 0:

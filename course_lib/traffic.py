@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import guards, runtime
+from . import hooks, runtime
 
 WARP = 32
 SECTOR = 32  # bytes
@@ -203,8 +203,8 @@ def record(keep_distinct: bool = True):
             "measure instead (course_lib.timing.bench) or profile with Nsight Compute."
         )
     rec = Recorder(keep_distinct)
-    guards.access_listeners.append(rec)
+    hooks.access_listeners.append(rec)
     try:
         yield rec
     finally:
-        guards.access_listeners.remove(rec)
+        hooks.access_listeners.remove(rec)

@@ -27,7 +27,7 @@ import triton.language as tl
 import triton.testing
 from triton.language.extra import libdevice
 
-from course_lib import grading, runtime, timing
+from course_lib import runtime, sources, timing
 
 
 def _us(fn, **kw) -> float:
@@ -47,9 +47,9 @@ def _copy_us(n_bytes_each: int) -> float:
 
 def exp_timing(log) -> dict:
     softmax, layernorm, vadd = (
-        grading.load_module("softmax"),
-        grading.load_module("layernorm"),
-        grading.load_module("vector_add"),
+        sources.load_module("softmax"),
+        sources.load_module("layernorm"),
+        sources.load_module("vector_add"),
     )
     x = torch.randn(4096, 512, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(512, device="cuda", dtype=torch.bfloat16)
@@ -307,7 +307,7 @@ GELU_FORMS = {
 
 def exp_gelu_forms(log) -> dict:
     """Each GELU formula and reciprocal in the solution's layout, a few tile shapes, 8192 x 8192."""
-    gelu = grading.load_module("fused_bias_gelu")
+    gelu = sources.load_module("fused_bias_gelu")
     M = N = 8192
     res = {"rows": [], "baselines": []}
     for dtype in (torch.bfloat16, torch.float32):
@@ -390,7 +390,7 @@ def exp_layernorm_small(log) -> dict:
     """Layernorm at 4096 x 512 in bf16 (where the solution trailed torch.compile by 0.1 us): the
     solution, torch.compile and variants of the solution's kernel, alternated over three rounds, so
     that a gap can be told from the spread between rounds."""
-    layernorm = grading.load_module("layernorm")
+    layernorm = sources.load_module("layernorm")
     M, N = 4096, 512
     x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
     w, b = torch.randn(N, device="cuda", dtype=x.dtype), torch.randn(N, device="cuda", dtype=x.dtype)
@@ -458,7 +458,7 @@ def layernorm_persistent(
 
 
 def exp_rows(log) -> dict:
-    softmax, layernorm = grading.load_module("softmax"), grading.load_module("layernorm")
+    softmax, layernorm = sources.load_module("softmax"), sources.load_module("layernorm")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     res = []
     for dtype, n in ((torch.bfloat16, 8192), (torch.float32, 8192), (torch.bfloat16, 4096), (torch.bfloat16, 2048)):
@@ -545,7 +545,7 @@ def dropout4x(x_ptr, r_ptr, o_ptr, n, p, seed, BLOCK: tl.constexpr):
 
 
 def exp_dropout(log) -> dict:
-    drop = grading.load_module("residual_dropout")
+    drop = sources.load_module("residual_dropout")
     n = 64 * 2**20
     res = []
     for dtype in (torch.bfloat16, torch.float32):

@@ -2,8 +2,8 @@
 # Everything the course checks and measures on a GPU, in one call. The lent GPU machine has no
 # package registry: this runs from the checkout with PYTHONPATH, no install. Outputs go to $OUT.
 #   OUT=/some/dir bash scripts/gpu_session.sh [steps...]
-# steps (default: all but sweep, experiments): doctor check wrong bench traffic capture widgets
-#   sweep experiments (scripts/experiments.py; EXPERIMENTS="timing gelu" picks some)
+# steps (default: all but sweep, experiments): doctor check hostile wrong room bench traffic capture
+#   widgets sweep experiments (scripts/experiments.py; EXPERIMENTS="timing gelu" picks some)
 # WIDGET_DEPS=folder: ipywidgets and friends for a GPU machine that lacks them (widgets step)
 # BENCH_TASKS="softmax layernorm" limits the bench step; BENCH_DTYPE=float32 its cases.
 set -uo pipefail
@@ -13,7 +13,7 @@ export COURSE_PROGRESS="${TMPDIR:-/tmp}/course-progress.json" COURSE_CACHE="${TM
 OUT="${OUT:-results/session}"
 mkdir -p "$OUT"
 py=python3
-steps="${*:-doctor check wrong bench traffic capture widgets}"
+steps="${*:-doctor check hostile wrong room bench traffic capture widgets}"
 quiet() { grep -v -i -E "warn|online softmax|split the reduction|important use case|^softmax\.$|^$"; }
 step() { printf '\n===== %s\n' "$1"; }
 has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -29,6 +29,15 @@ if has check; then
   echo "exit $?" >> "$OUT/check_exercises.txt"
   tail -3 "$OUT/check_exercises.txt"
 fi
+if has hostile; then
+  step "the hostile suite and the grader's own tests in GPU mode (none may score; controls keep full marks)"
+  COURSE_MODE=gpu $py -m pytest -q -p no:cacheprovider tests/test_hostile.py tests/test_bounds_check.py \
+    2>&1 | tail -40 | tee "$OUT/hostile_gpu.txt"
+fi
+if has room; then
+  step "a small room graded in GPU mode (one worker per GPU)"
+  $py scripts/room_test.py --learners "${ROOM_LEARNERS:-8}" --record "$OUT/room_test_gpu.json" 2>&1 | tail -15
+fi
 if has wrong; then
   step "wrong submissions on the GPU (every one in tests/wrong; none may PASS)"
   one() {  # one wrong submission: its folder, task and the first line of the grader's verdict
@@ -38,6 +47,7 @@ if has wrong; then
       "$(timeout 200 $py -m course_lib check "$task" --source "tests/wrong/$case" --timeout 60 2>&1 | head -1)"
   }
   export -f one && export py
+  export COURSE_PERF=0  # eight at a time share the GPU: no timing here
   # eight at a time, except chapter 03's, whose grading times kernels: those alone, one by one
   # each verdict is appended as it comes (a line at a time), so a run cut short keeps what it graded
   : > "$OUT/wrong_submissions.txt"

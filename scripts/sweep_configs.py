@@ -16,7 +16,7 @@ import course_lib  # noqa: F401  (mode set-up first)
 import torch
 import triton
 
-from course_lib import grading, runtime, timing
+from course_lib import runtime, sources, timing
 
 
 def _t(fn) -> float:
@@ -24,7 +24,7 @@ def _t(fn) -> float:
 
 
 def sweep_rows(log):
-    softmax, layernorm = grading.load_module("softmax"), grading.load_module("layernorm")
+    softmax, layernorm = sources.load_module("softmax"), sources.load_module("layernorm")
     rows_out = []
     for dtype in (torch.bfloat16, torch.float32):
         for n in (512, 1024, 2048, 4096, 8192):

@@ -20,7 +20,7 @@ import ipywidgets  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from course_lib import grading, runtime  # noqa: E402
+from course_lib import runtime, sources  # noqa: E402
 from course_lib import widgets as W  # noqa: E402
 
 OUT = os.environ["OUT"]
@@ -40,7 +40,7 @@ panel = W.benchmark_panel("vector_add", sizes=[2**16, 2**20, 2**24, 2**28])
 print(f"=== benchmark_panel: {time.time() - t:.1f} s\n", texts(panel), flush=True)
 save(panel, "panel")
 
-module = grading.load_module("vector_add")
+module = sources.load_module("vector_add")
 n = 2**26
 x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
 out = torch.empty_like(x)

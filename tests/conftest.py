@@ -26,13 +26,14 @@ os.environ["COURSE_ROOT"] = str(ROOT)
 _SESSION_DIR = tempfile.mkdtemp(prefix="course-tests-")
 atexit.register(shutil.rmtree, _SESSION_DIR, True)
 os.environ["COURSE_PROGRESS"] = str(Path(_SESSION_DIR) / "progress.json")
+os.environ["COURSE_CACHE"] = str(Path(_SESSION_DIR) / "cache")  # time limits and peaks, timed afresh
 os.environ.pop("COURSE_HIDDEN_CASES", None)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import course_lib  # noqa: E402, F401  (sets up the interpreter before Triton is imported)
-from course_lib import grading, runtime, tasks  # noqa: E402
+from course_lib import grader, runtime, tasks  # noqa: E402
 
 requires_interpreter = pytest.mark.skipif(not runtime.is_cpu(), reason="checks Triton's interpreter (CPU mode)")
 
@@ -83,9 +84,9 @@ def cli(progress_file):
 @pytest.fixture(scope="session")
 def isolated_grader():
     """The grader's fork server, started once, before any test changes the environment."""
-    results = grading.grade(["vector_copy"], source="solutions", seed=0)
+    results = grader.grade(["vector_copy"], source="solutions", seed=0)
     assert results[0].passed, results[0]
-    return grading
+    return grader
 
 
 def _returning_inputs(case: tasks.Case, gen: torch.Generator) -> dict:

@@ -13,8 +13,8 @@ import re
 import pytest
 from conftest import ROOT, WRONG, assert_clean
 
-from course_lib import exercises, grading, roofline, tasks
-from course_lib.grading import FAIL, PASS, TODO
+from course_lib import grader, roofline, stubs, tasks
+from course_lib.grader import FAIL, PASS, TODO
 
 TASK = "op_costs"
 SEED = 2024
@@ -22,13 +22,13 @@ SOLUTION = ROOT / "solutions" / f"{TASK}.py"
 FUNCTIONS = ["vector_add_cost", "matmul_cost", "row_softmax_cost", "bias_gelu_cost", "bound", "floor_ms"]
 
 
-def full_text(result: grading.TaskResult) -> str:
+def full_text(result: grader.TaskResult) -> str:
     return "\n".join([result.summary, *result.details])
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, SEED, 2**31 - 1])
 def test_solution_passes(seed):
-    result = grading.grade_in_process(TASK, "solutions", seed=seed)
+    result = grader.grade_task(TASK, "solutions", seed=seed)
     assert result.status == PASS, full_text(result)
     assert result.cases_passed == result.cases_total == len(tasks.get(TASK).all_cases("cpu"))
 
@@ -69,8 +69,8 @@ def test_reference_figures():
 
 
 def test_untouched_exercise_is_todo_naming_the_first_function():
-    assert exercises.is_untouched(TASK, ROOT), f"exercises/{TASK}.py was edited: run sync-exercises --force"
-    result = grading.grade_in_process(TASK, "exercises", seed=SEED)
+    assert stubs.is_untouched(TASK, ROOT), f"exercises/{TASK}.py was edited: run sync-exercises --force"
+    result = grader.grade_task(TASK, "exercises", seed=SEED)
     assert result.status == TODO, full_text(result)
     assert result.summary == f"not implemented yet: vector_add_cost in exercises/{TASK}.py"
 
@@ -81,18 +81,18 @@ def _solution_with_one_stub(function: str) -> str:
     for line in SOLUTION.read_text().splitlines():
         if line.startswith("def "):
             current = re.match(r"def (\w+)", line).group(1)
-        if line.strip() in (exercises.BEGIN, exercises.END) and current != function:
+        if line.strip() in (stubs.BEGIN, stubs.END) and current != function:
             continue
         kept.append(line)
         inside_target = inside_target or current == function
     assert inside_target, function
-    return exercises.make_exercise("\n".join(kept) + "\n", TASK)
+    return stubs.make_exercise("\n".join(kept) + "\n", TASK)
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_one_unwritten_function_is_todo(function, tmp_path):
     (tmp_path / f"{TASK}.py").write_text(_solution_with_one_stub(function))
-    result = grading.grade_in_process(TASK, tmp_path, seed=SEED)
+    result = grader.grade_task(TASK, tmp_path, seed=SEED)
     assert result.status == TODO, full_text(result)
     assert result.summary == f"not implemented yet: {function} in exercises/{TASK}.py"
 
@@ -100,7 +100,7 @@ def test_one_unwritten_function_is_todo(function, tmp_path):
 def test_missing_function_is_named(tmp_path):
     text = SOLUTION.read_text().replace("def row_softmax_cost(", "def softmax_cost(")
     (tmp_path / f"{TASK}.py").write_text(text)
-    result = grading.grade_in_process(TASK, tmp_path, seed=SEED)
+    result = grader.grade_task(TASK, tmp_path, seed=SEED)
     assert result.status == FAIL
     assert "op_costs.py has no function `row_softmax_cost`" in result.summary
 
@@ -133,7 +133,7 @@ WRONG_SUBMISSIONS = [
 
 @pytest.mark.parametrize(("case", "expected"), WRONG_SUBMISSIONS)
 def test_wrong_submission_is_rejected(case, expected):
-    result = grading.grade_in_process(TASK, WRONG / case, seed=SEED)
+    result = grader.grade_task(TASK, WRONG / case, seed=SEED)
     text = full_text(result)
     assert result.status == FAIL, text
     assert "Traceback" not in text
@@ -144,7 +144,7 @@ def test_wrong_submission_is_rejected(case, expected):
 @pytest.mark.parametrize("seed", [7, 8, 9])
 def test_wrong_submissions_fail_with_any_seed(seed):
     for param in WRONG_SUBMISSIONS:
-        result = grading.grade_in_process(TASK, WRONG / param.values[0], seed=seed)
+        result = grader.grade_task(TASK, WRONG / param.values[0], seed=seed)
         assert result.status == FAIL, f"{param.values[0]} passed with seed {seed}"
 
 
@@ -176,8 +176,8 @@ def test_hidden_cases_with_fixed_arguments(tmp_path, monkeypatch):
     path = tmp_path / "hidden.json"
     path.write_text(json.dumps(hidden))
     monkeypatch.setenv("COURSE_HIDDEN_CASES", str(path))
-    result = grading.grade_in_process(TASK, "solutions", seed=SEED)
+    result = grader.grade_task(TASK, "solutions", seed=SEED)
     assert result.status == PASS, full_text(result)
     assert result.cases_total == len(tasks.get(TASK).cases("cpu")) + 1 + 2  # the first case again, 2 hidden
-    wrong = grading.grade_in_process(TASK, WRONG / "ch01_matmul_mnk", seed=SEED)
+    wrong = grader.grade_task(TASK, WRONG / "ch01_matmul_mnk", seed=SEED)
     assert "matmul_cost (4096, 4096, 4096) float16" in full_text(wrong)

@@ -10,8 +10,8 @@ import pytest
 import triton
 from conftest import WRONG
 
-from course_lib import grading, runtime, tasks
-from course_lib.grading import FAIL, PASS
+from course_lib import grader, runtime, sources, tasks
+from course_lib.grader import FAIL, PASS
 from course_lib.tasks import ch03_dynamic_compilation as ch03
 
 SEED = 2024
@@ -26,19 +26,19 @@ WRONG_SUBMISSIONS = {
 }
 
 
-def full_text(result: grading.TaskResult) -> str:
+def full_text(result: grader.TaskResult) -> str:
     return "\n".join([result.summary, *result.details])
 
 
 def test_solution_passes():
-    result = grading.grade_in_process(TASK, "solutions", seed=SEED)
+    result = grader.grade_task(TASK, "solutions", seed=SEED)
     assert result.status == PASS, full_text(result)
     assert result.cases_passed == result.cases_total >= 8
 
 
 @pytest.mark.parametrize("folder", sorted(WRONG_SUBMISSIONS))
 def test_wrong_submission_is_rejected(folder):
-    result = grading.grade_in_process(TASK, WRONG / folder, seed=SEED)
+    result = grader.grade_task(TASK, WRONG / folder, seed=SEED)
     text = full_text(result)
     assert result.status == FAIL, text
     for piece in WRONG_SUBMISSIONS[folder]:
@@ -64,17 +64,16 @@ def test_autotuner_work_is_not_the_launchers(monkeypatch):
         return times if quantiles else times[0]
 
     monkeypatch.setattr(autotuner.Autotuner, "do_bench", property(lambda self: do_bench_with_torch))
-    result = grading.grade_in_process(TASK, "solutions", seed=SEED)
+    result = grader.grade_task(TASK, "solutions", seed=SEED)
     assert result.status == PASS, full_text(result)
 
 
 def test_an_autotuned_launch_counts_once():
-    from course_lib import guards
-    from course_lib.grading import _load_module
+    from course_lib import hooks
 
-    module, entry, _ = _load_module(tasks.get(TASK), grading.resolve_source("solutions"))
+    module, entry = sources.load_file(sources.task_path(TASK, "solutions"), tasks.get(TASK).entry)
     inputs = ch03._inputs_of_length(3000, seed=0)
-    with guards.watch_launches() as watch:
+    with hooks.watch_launches() as watch:
         entry(**inputs)  # a new size class: every config runs once, then the chosen one
     assert watch.launches == ["axpy_kernel"]
 
@@ -103,9 +102,8 @@ def test_speed_check_against_forced_configs(monkeypatch, first_config_us, passes
     """The speed check's logic, with a stand-in for the GPU clock: each config has a fixed time, and
     the launcher as written gets the time of the config its autotuner picks (in CPU mode the first)."""
     from course_lib import timing
-    from course_lib.grading import _load_module
 
-    module, entry, _ = _load_module(tasks.get(TASK), grading.resolve_source("solutions"))
+    module, entry = sources.load_file(sources.task_path(TASK, "solutions"), tasks.get(TASK).entry)
     tuner = ch03.autotuners_in(module)["axpy_kernel"]
     configs = list(tuner.configs)
     times_us = {4096: first_config_us, 2048: 90.0, 1024: 85.0, 256: 120.0}
@@ -118,7 +116,8 @@ def test_speed_check_against_forced_configs(monkeypatch, first_config_us, passes
 
     monkeypatch.setattr(timing, "bench", fake_bench)
     monkeypatch.setattr(ch03, "PERF_SIZE", 3000)  # the interpreter would take minutes over 16M elements
-    ok, summary, details = ch03._speed_check({"axpy_kernel": tuner}, entry)
+    facts = ch03._speed_rows({"axpy_kernel": tuner}, entry)  # gathered in the worker
+    ok, summary, details = ch03._judge_speed(facts)  # decided in the grader's process
     assert ok is passes, summary
     assert tuner.configs == configs  # every config back in place after forcing them one by one
     assert sum("forced" in line for line in details) == 4
@@ -131,9 +130,8 @@ def test_speed_check_against_forced_configs(monkeypatch, first_config_us, passes
 
 @pytest.mark.skipif(not runtime.is_gpu(), reason="the speed check times kernels: GPU only")
 def test_speed_check_reports_every_config():
-    from course_lib.grading import _load_module
 
-    module, entry, _ = _load_module(tasks.get(TASK), grading.resolve_source("solutions"))
-    ok, summary, details = ch03._speed_check(ch03.autotuners_in(module), entry)
+    module, entry = sources.load_file(sources.task_path(TASK, "solutions"), tasks.get(TASK).entry)
+    ok, summary, details = ch03._judge_speed(ch03._speed_rows(ch03.autotuners_in(module), entry))
     assert ok, "\n".join([summary, *details])
     assert sum("forced" in line for line in details) == 4

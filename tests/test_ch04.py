@@ -15,8 +15,8 @@ import triton
 import triton.language as tl
 from conftest import WRONG, requires_interpreter
 
-from course_lib import grading, lesson, runtime, tasks
-from course_lib.grading import FAIL, PASS
+from course_lib import grader, lesson, runtime, tasks
+from course_lib.grader import FAIL, PASS
 from course_lib.tasks import philox
 
 SEED = 2024  # fixed, so that a failure of this table replays exactly
@@ -82,11 +82,11 @@ WRONG_SUBMISSIONS = {
 # fmt: on
 
 
-def full_text(result: grading.TaskResult) -> str:
+def full_text(result: grader.TaskResult) -> str:
     return "\n".join([result.summary, *result.details])
 
 
-def failed_cases(result: grading.TaskResult) -> set[str]:
+def failed_cases(result: grader.TaskResult) -> set[str]:
     """The failed cases as the report names them: 'tail (4097,) bfloat16', ..."""
     line = next(d for d in result.details if d.startswith("failed "))
     names = re.findall(r"([a-z][a-z ]*) (\([0-9, ]+\)) (float32|float16|bfloat16)", line.split(": ", 1)[1])
@@ -106,7 +106,7 @@ def test_wrong_submission_is_rejected(folder):
     task, pieces, should_fail = WRONG_SUBMISSIONS[folder]
     if folder == "ch04_no_column_mask" and not runtime.is_cpu():
         pytest.skip("in GPU mode the bounds check after the GPU cases catches it: tests/test_bounds_check.py")
-    result = grading.grade_in_process(task, WRONG / folder, seed=SEED)
+    result = grader.grade_task(task, WRONG / folder, seed=SEED)
     text = full_text(result)
     assert result.status == FAIL, text
     for piece in pieces:
@@ -128,7 +128,7 @@ def test_dropout_mask_does_not_depend_on_the_block_size(tmp_path):
     """The promise of the chapter: with global offsets as counters, another BLOCK_SIZE gives the same
     mask, so the solution with a quarter of its block size still matches the reference."""
     variant = lesson.write_variant(DROPOUT, {"BLOCK_SIZE = 2048": "BLOCK_SIZE = 512"}, folder=tmp_path)
-    result = grading.grade_in_process(DROPOUT, variant.folder, seed=SEED)
+    result = grader.grade_task(DROPOUT, variant.folder, seed=SEED)
     assert result.status == PASS, full_text(result)
 
 

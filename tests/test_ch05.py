@@ -12,8 +12,8 @@ import re
 import pytest
 from conftest import WRONG
 
-from course_lib import grading
-from course_lib.grading import FAIL
+from course_lib import grader
+from course_lib.grader import FAIL
 
 SEED = 2024
 TASKS = ("softmax", "layernorm", "online_softmax")
@@ -81,11 +81,11 @@ WRONG_SUBMISSIONS = {
 }
 
 
-def full_text(result: grading.TaskResult) -> str:
+def full_text(result: grader.TaskResult) -> str:
     return "\n".join([result.summary, *result.details])
 
 
-def failed_cases(result: grading.TaskResult) -> str:
+def failed_cases(result: grader.TaskResult) -> str:
     """The grader's "failed N of M cases: ..." line."""
     return next(line for line in result.details if re.match(r"failed \d+ of \d+ cases", line))
 
@@ -96,7 +96,7 @@ def failed_cases(result: grading.TaskResult) -> str:
 @pytest.mark.parametrize("folder", sorted(WRONG_SUBMISSIONS))
 def test_wrong_submission_is_rejected(folder):
     task, pieces, passing = WRONG_SUBMISSIONS[folder]
-    result = grading.grade_in_process(task, WRONG / folder, seed=SEED)
+    result = grader.grade_task(task, WRONG / folder, seed=SEED)
     text = full_text(result)
     assert result.status == FAIL, text
     for piece in pieces:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib import guards
-from course_lib.compare import compare
+from course_lib.compare import compare, poison
 from course_lib.tasks import DEFAULT_TOLERANCE
 
 DTYPES = list(DEFAULT_TOLERANCE)
@@ -54,7 +53,7 @@ def test_relative_norm_limit_bites_when_every_element_is_close(dtype):
 def test_unwritten_elements_never_pass(dtype):
     expected = reference()
     got = expected.to(dtype)
-    guards.poison(got[7:9])  # what the grader put there before the launch, never overwritten
+    poison(got[7:9])  # what the grader put there before the launch, never overwritten
     verdict = compare(got, expected, DEFAULT_TOLERANCE[dtype])
     assert not verdict.ok
     assert verdict.summary == "2 of 1000 output elements were never written (still NaN)"
@@ -80,7 +79,7 @@ def test_nan_fails_even_where_the_reference_is_nan():
 
 def test_all_unwritten_says_nothing_was_written():
     got = torch.empty(3, 4)
-    guards.poison(got)
+    poison(got)
     verdict = compare(got, torch.zeros(3, 4, dtype=torch.float64), DEFAULT_TOLERANCE[torch.float32])
     assert not verdict.ok
     assert verdict.summary == "no element of the output was written (all still NaN)"
@@ -88,7 +87,7 @@ def test_all_unwritten_says_nothing_was_written():
 
 def test_without_poisoning_no_nan_is_called_unwritten():
     got = torch.ones(2)
-    guards.poison(got[1:])
+    poison(got[1:])
     verdict = compare(got, torch.ones(2, dtype=torch.float64), DEFAULT_TOLERANCE[torch.float32], poisoned=False)
     assert not verdict.ok
     assert "never written" not in "\n".join([verdict.summary, *verdict.details])
@@ -159,7 +158,7 @@ def _unwritten_summary(got: torch.Tensor) -> str:
 
 def test_a_written_prefix_is_named():
     got = torch.zeros(1000)
-    guards.poison(got[512:])
+    poison(got[512:])
     assert _unwritten_summary(got).endswith(
         "only elements 0 to 511 were written: the grid, a mask or the offsets stop there, or every program "
         "writes that same range (is the program id part of the offsets?)"
@@ -168,7 +167,7 @@ def test_a_written_prefix_is_named():
 
 def test_missing_columns_of_every_row_are_named():
     got = torch.zeros(5, 300)
-    guards.poison(got[:, 128:])
+    poison(got[:, 128:])
     summary = _unwritten_summary(got)
     assert "in every row, columns 128 to 299 were never written" in summary
     assert "tl.program_id(1) is always 0" in summary
@@ -176,12 +175,12 @@ def test_missing_columns_of_every_row_are_named():
 
 def test_missing_bottom_rows_are_named():
     got = torch.zeros(6, 50)
-    guards.poison(got[4:])
+    poison(got[4:])
     assert "rows 4 to 5 were never written at all" in _unwritten_summary(got)
 
 
 def test_scattered_unwritten_elements_get_no_pattern():
     got = torch.zeros(6, 50)
-    guards.poison(got[1, 3])
-    guards.poison(got[4, 7])
+    poison(got[1, 3])
+    poison(got[4, 7])
     assert _unwritten_summary(got) == "2 of 300 output elements were never written (still NaN)"

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from conftest import ROOT, assert_clean
 
-from course_lib import exercises
-from course_lib.exercises import MANIFEST, NOT_IMPLEMENTED, MarkerError, make_exercise
+from course_lib import stubs
+from course_lib.stubs import MANIFEST, NOT_IMPLEMENTED, MarkerError, make_exercise
 
 SAMPLE = textwrap.dedent(
     '''\
@@ -118,32 +118,32 @@ def snapshot(folder):
 
 
 def test_sync_creates_missing_exercises_and_a_manifest(course):
-    report = exercises.sync(course)
+    report = stubs.sync(course)
     assert sorted(report.written) == ["vector_add.py", "vector_copy.py"]
     for name in report.written:
         wanted = make_exercise((course / "solutions" / name).read_text(), name[:-3])
         assert (course / "exercises" / name).read_text() == wanted
-        assert exercises.is_untouched(name[:-3], course)
+        assert stubs.is_untouched(name[:-3], course)
     assert set(json.loads((course / "exercises" / MANIFEST).read_text())) == {"vector_add.py", "vector_copy.py"}
-    again = exercises.sync(course)
+    again = stubs.sync(course)
     assert again.written == [] and sorted(again.unchanged) == ["vector_add.py", "vector_copy.py"]
 
 
 def test_sync_uses_course_root_from_the_environment(course, monkeypatch):
     monkeypatch.setenv("COURSE_ROOT", str(course))
-    report = exercises.sync()
+    report = stubs.sync()
     assert sorted(report.written) == ["vector_add.py", "vector_copy.py"]
     assert (course / "exercises" / "vector_add.py").exists()
 
 
 def test_sync_keeps_an_edited_exercise_and_says_so(course):
-    exercises.sync(course)
+    stubs.sync(course)
     target = course / "exercises" / "vector_add.py"
     mine = target.read_text().replace("raise NotImplementedError", "pass  # my attempt\n    # raise")
     target.write_text(mine)
-    assert not exercises.is_untouched("vector_add", course)
+    assert not stubs.is_untouched("vector_add", course)
 
-    report = exercises.sync(course)
+    report = stubs.sync(course)
     assert report.kept_edits == ["vector_add.py"] and report.written == []
     assert target.read_text() == mine
     assert any(
@@ -152,12 +152,12 @@ def test_sync_keeps_an_edited_exercise_and_says_so(course):
 
 
 def test_sync_force_replaces_an_edited_exercise_and_backs_it_up(course):
-    exercises.sync(course)
+    stubs.sync(course)
     target = course / "exercises" / "vector_add.py"
     mine = target.read_text() + "\n# my notes\n"
     target.write_text(mine)
 
-    report = exercises.sync(course, force=True)
+    report = stubs.sync(course, force=True)
     assert report.written == ["vector_add.py"]
     assert target.read_text() == make_exercise((course / "solutions" / "vector_add.py").read_text(), "vector_add")
     assert len(report.backups) == 1
@@ -167,28 +167,28 @@ def test_sync_force_replaces_an_edited_exercise_and_backs_it_up(course):
 
 
 def test_sync_updates_an_untouched_exercise_when_the_solution_changes(course):
-    exercises.sync(course)
+    stubs.sync(course)
     solution = course / "solutions" / "vector_copy.py"
     solution.write_text(solution.read_text().replace("# TODO: store x", "# TODO: now store x"))
-    report = exercises.sync(course)
+    report = stubs.sync(course)
     assert report.written == ["vector_copy.py"] and report.backups == [] and report.kept_edits == []
     assert "# TODO: now store x" in (course / "exercises" / "vector_copy.py").read_text()
 
 
 def test_sync_check_reports_drift_and_writes_nothing(course):
-    exercises.sync(course)
+    stubs.sync(course)
     (course / "exercises" / "vector_add.py").write_text("# edited\n")
     (course / "exercises" / "vector_copy.py").unlink()
     before = snapshot(course / "exercises")
 
-    report = exercises.sync(course, check=True)
+    report = stubs.sync(course, check=True)
     assert sorted(report.drift) == ["vector_add.py", "vector_copy.py"]
     assert snapshot(course / "exercises") == before
     assert any(line.startswith("drift") and "vector_add.py" in line for line in report.lines(True))
 
 
 def test_sync_check_on_a_course_without_exercises_creates_nothing(course):
-    report = exercises.sync(course, check=True)
+    report = stubs.sync(course, check=True)
     assert sorted(report.drift) == ["vector_add.py", "vector_copy.py"]
     assert not (course / "exercises").exists()
 

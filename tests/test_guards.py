@@ -1,5 +1,6 @@
-"""The hooks in course_lib.guards: out-of-bounds checks in the interpreter, the bf16 fixes, the launch
-watch and the torch guard for launchers. The kernels here are small on purpose."""
+"""The hooks in course_lib.hooks (out-of-bounds checks in the interpreter, the launch watch), the bf16
+fixes of course_lib.interpreter, and the launcher torch guard of course_lib.grader.guards.
+The kernels here are small on purpose."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ import triton
 import triton.language as tl
 from conftest import requires_interpreter
 
-from course_lib import guards
+from course_lib import hooks
+from course_lib.grader import guards
 
 pytestmark = requires_interpreter
 
 
-def stopped_access(excinfo) -> guards.OutOfBoundsAccess:
+def stopped_access(excinfo) -> hooks.OutOfBoundsAccess:
     """The OutOfBoundsAccess behind whatever the interpreter raised (it wraps kernel errors)."""
     e = excinfo.value
     while e is not None:
-        if isinstance(e, guards.OutOfBoundsAccess):
+        if isinstance(e, hooks.OutOfBoundsAccess):
             return e
         e = e.__cause__ or e.__context__
     pytest.fail(f"no OutOfBoundsAccess behind {excinfo.value!r}")
@@ -343,9 +345,9 @@ def plus_one_kernel(x_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 
 def test_launch_watch_counts_launches_not_device_calls():
     x = torch.zeros(5)
-    with guards.watch_launches() as outer:
+    with hooks.watch_launches() as outer:
         plus_one_kernel[(1,)](x, 5, BLOCK_SIZE=8)
-        with guards.watch_launches() as inner:
+        with hooks.watch_launches() as inner:
             plus_one_kernel[(1,)](x, 5, BLOCK_SIZE=8)
         plus_one_kernel[(1,)](x, 5, BLOCK_SIZE=8)
     assert inner.launches == ["plus_one_kernel"]
@@ -402,7 +404,7 @@ def test_torch_guard_blocks_compute_and_names_it(name, call):
 
 def test_torch_guard_lets_triton_work_inside_a_launch():
     x = torch.zeros(5)
-    with guards.watch_launches() as watch, guards.launcher_torch_guard():
+    with hooks.watch_launches() as watch, guards.launcher_torch_guard():
         plus_one_kernel[(1,)](x, 5, BLOCK_SIZE=8)
     assert watch.launches == ["plus_one_kernel"]
     assert (x == 1).all()

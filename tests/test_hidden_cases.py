@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import ROOT
 
-from course_lib import grading, runtime, tasks
-from course_lib.grading import FAIL, PASS
+from course_lib import grader, runtime, tasks
+from course_lib.grader import FAIL, PASS
 
 HIDDEN = {
     "vector_add": [
@@ -34,7 +34,7 @@ def test_hidden_cases_are_added_and_graded(hidden_file, monkeypatch):
     monkeypatch.setenv("COURSE_HIDDEN_CASES", str(hidden_file))
     labels = [c.label for c in tasks.get("vector_add").all_cases(runtime.MODE)]
     assert labels[public:] == ["hidden", "hidden-misaligned"]
-    result = grading.grade_in_process("vector_add", "solutions", seed=11)
+    result = grader.grade_task("vector_add", "solutions", seed=11)
     assert result.status == PASS, result.summary
     assert result.cases_total == public + len(HIDDEN["vector_add"])
 
@@ -51,9 +51,9 @@ def test_hidden_case_catches_what_the_public_ones_miss(hidden_file, monkeypatch,
     assert capped != text
     (source / "vector_add.py").write_text(capped)
 
-    assert grading.grade_in_process("vector_add", source, seed=11).status == PASS
+    assert grader.grade_task("vector_add", source, seed=11).status == PASS
     monkeypatch.setenv("COURSE_HIDDEN_CASES", str(hidden_file))
-    result = grading.grade_in_process("vector_add", source, seed=11)
+    result = grader.grade_task("vector_add", source, seed=11)
     assert result.status == FAIL
     assert result.summary.startswith("case 'hidden'") and "never written" in result.summary, result.summary
 

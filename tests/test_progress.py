@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from course_lib import progress
-from course_lib.grading import FAIL, PASS, TODO, TaskResult
+from course_lib.grader import FAIL, PASS, TODO, TaskResult
 
 
 def result(task: str, status: str) -> TaskResult:

@@ -9,8 +9,8 @@ import sys
 import pytest
 from conftest import ROOT, TESTS
 
-from course_lib import grading, report, runtime
-from course_lib.grading import FAIL, PASS
+from course_lib import grader, runtime
+from course_lib.grader import FAIL, PASS, report
 
 
 def python(code_or_script: str, tmp_path, env: dict | None = None, script: bool = False):
@@ -72,7 +72,7 @@ def test_what_the_learner_code_printed_is_shown(isolated_grader, tmp_path):
 
 def test_grading_in_process_and_isolated_agree(isolated_grader):
     seed = 5
-    inside = grading.grade_in_process("vector_add", TESTS / "wrong" / "wrong_formula", seed=seed)
+    inside = grader.grade_task("vector_add", TESTS / "wrong" / "wrong_formula", seed=seed)
     isolated = isolated_grader.grade(["vector_add"], source=TESTS / "wrong" / "wrong_formula", seed=seed)[0]
     assert inside.status == isolated.status == FAIL
     assert (inside.summary, inside.details) == (isolated.summary, isolated.details)

@@ -7,18 +7,18 @@ import json
 import pytest
 from conftest import ROOT, assert_clean, task_names
 
-from course_lib import exercises, grading, progress
-from course_lib.grading import TODO
+from course_lib import grader, progress, stubs
+from course_lib.grader import TODO
 
 TASKS = task_names()
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_untouched_stub_reports_todo(task):
-    assert exercises.is_untouched(task, ROOT), f"exercises/{task}.py was edited: run sync-exercises --force"
-    result = grading.grade_in_process(task, "exercises", seed=0)
+    assert stubs.is_untouched(task, ROOT), f"exercises/{task}.py was edited: run sync-exercises --force"
+    result = grader.grade_task(task, "exercises", seed=0)
     assert result.status == TODO, result.summary
-    assert result.summary.startswith(exercises.NOT_IMPLEMENTED), result.summary
+    assert result.summary.startswith(stubs.NOT_IMPLEMENTED), result.summary
     assert f"exercises/{task}.py" in result.summary
 
 
@@ -67,7 +67,7 @@ def test_stub_of_a_module_level_region_reports_todo(tmp_path):
         "import triton.language as tl\n\n# BEGIN SOLUTION\nBLOCK_SIZE = 1024\n# END SOLUTION\n",
         1,
     )
-    (tmp_path / "vector_copy.py").write_text(exercises.make_exercise(solution, "vector_copy"))
-    result = grading.grade_in_process("vector_copy", tmp_path, seed=0)
+    (tmp_path / "vector_copy.py").write_text(stubs.make_exercise(solution, "vector_copy"))
+    result = grader.grade_task("vector_copy", tmp_path, seed=0)
     assert result.status == TODO, result.summary
-    assert result.summary.startswith(exercises.NOT_IMPLEMENTED), result.summary
+    assert result.summary.startswith(stubs.NOT_IMPLEMENTED), result.summary

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib import bench, grading, lesson, results, roofline, runtime, tasks, timing, traffic
+from course_lib import bench, lesson, results, roofline, runtime, sources, tasks, timing, traffic
 from course_lib import widgets as W
 
 ipywidgets = pytest.importorskip("ipywidgets")
@@ -60,6 +60,7 @@ def no_timing(monkeypatch):
     for name in ("bench", "compile_and_run_seconds"):
         monkeypatch.setattr(timing, name, refuse)
     monkeypatch.setattr(W, "sweep", refuse)
+    monkeypatch.setattr(W.gpu_sweep, "sweep", refuse)
     monkeypatch.setattr(lesson, "interpreter_seconds", refuse)
 
 
@@ -278,7 +279,7 @@ def test_sweep_refuses_in_cpu_mode(monkeypatch):
 def _add_launcher(n=5000):
     import triton  # after course_lib, which sets up the interpreter in CPU mode
 
-    module, _, _ = grading._load_module(tasks.get("vector_add"), grading.resolve_source("solutions"))
+    module = sources.load_module("vector_add", "solutions")
     x, y = torch.randn(n), torch.randn(n)
     out = torch.empty(n)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from .grading import CRASH, FAIL, PASS, TIMEOUT, TODO, TaskResult
+from .result import CRASH, FAIL, PASS, TIMEOUT, TODO, TaskResult
 
 LABEL = {PASS: "PASS", FAIL: "FAIL", TODO: "TODO", TIMEOUT: "HANG", CRASH: "CRASH"}
 COLOUR = {PASS: "#1a7f37", FAIL: "#cf222e", TODO: "#9a6700", TIMEOUT: "#cf222e", CRASH: "#cf222e"}

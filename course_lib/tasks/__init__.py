@@ -3,8 +3,8 @@
 A task's solution file (``solutions/<name>.py``) holds only kernels and a launcher; everything the
 grader, the benchmarks and the notebooks need to know about the task lives here, once.
 
-Instructors add hidden cases without touching the repository: point ``COURSE_HIDDEN_CASES`` at a
-JSON file such as ``{"vector_add": [{"shape": [77777], "dtype": "float16"}, ...]}``.
+Instructors add hidden cases without touching the repository: point ``COURSE_HIDDEN_CASES`` (or
+``grade --hidden``) at a JSON file such as ``{"vector_add": [{"shape": [77777], "dtype": "float16"}, ...]}``.
 """
 
 from __future__ import annotations
@@ -17,15 +17,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .. import runtime
+from ..compare import Tolerance
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    rtol: float  # elementwise: |got - ref| <= atol + rtol * |ref|
-    atol: float
-    norm: float  # ||got - ref|| / ||ref|| over the whole output
 
 
 # Errors against a float64 reference. fp32 rounding is 6e-8 relative, fp16 4.9e-4, bf16 3.9e-3:
@@ -81,22 +75,28 @@ class TaskSpec:
     hints: list[str] = field(default_factory=list)
     forbid_in_launcher: frozenset[str] = frozenset()  # torch calls this task forbids beyond the default
     tensor_cores: bool = False  # the FLOPs run on tensor cores (matmul): roofline at the dtype's matmul rate
-    timeout_s: float = 120.0
-    # For tasks that are not "a kernel and a launcher" (module, case, generator) -> (ok, summary,
-    # details, status); replaces the kernel case runner.
-    run_case: Callable | None = None
-    # After every case passes: (module, entry) -> [(ok, summary, details)], e.g. structural checks.
-    extra_checks: Callable | None = None
+    timeout_s: float = 120.0  # per step, where the reference solution cannot be timed (grader.limits)
+    points: float = 1.0  # what a pass is worth in a room's grades
+    # Tasks that are no kernel (a cost model): (case, seed) -> (function name, keyword arguments) in
+    # plain data, asked of the learner's module in its worker; judge_call(case, function, kwargs,
+    # reply) -> (ok, summary, details) judges the worker's plain reply in the protected process.
+    call_case: Callable | None = None
+    judge_call: Callable | None = None
+    # Structural checks after every case passes: ``probe`` names "module:function" run in the worker
+    # as function(module, entry) -> facts (plain JSON data); ``judge(facts)`` -> [(ok, summary,
+    # details)] decides in the protected process.
+    probe: str | None = None
+    judge: Callable | None = None
     # When a case's output is wrong: (float64 inputs, output, case) -> a sentence naming a known
     # mistake the output matches (bias per row, the other GELU form, ...), or None.
     diagnose: Callable | None = None
 
-    def all_cases(self, mode: str) -> list[Case]:
+    def all_cases(self, mode: str, hidden: str | None = None) -> list[Case]:
         cases = [c for c in self.cases(mode) if not (c.gpu_only and mode == runtime.CPU)]
         # the first case once more, with inputs of its own: a launcher that caches results by shape
         # and dtype, or keeps state between calls, fails here
         again = replace(cases[0], label=f"{cases[0].label} again") if cases else None
-        return cases + ([again] if again else []) + hidden_cases(self.name)
+        return cases + ([again] if again else []) + hidden_cases(self.name, hidden)
 
 
 _REGISTRY: dict[str, TaskSpec] = {}
@@ -136,8 +136,10 @@ def get(name: str) -> TaskSpec:
     return _REGISTRY[name]
 
 
-def hidden_cases(name: str) -> list[Case]:
-    path = os.environ.get("COURSE_HIDDEN_CASES")
+def hidden_cases(name: str, path: str | None = None) -> list[Case]:
+    """Extra cases for ``name`` from the file ``path`` (or COURSE_HIDDEN_CASES), read only by the
+    protected process: the worker that runs the learner's code never sees them."""
+    path = path or os.environ.get("COURSE_HIDDEN_CASES")
     if not path:
         return []
     with open(path) as f:

@@ -2,9 +2,9 @@
 
 The task ``op_costs`` is no kernel: the learner writes plain Python functions that count what an
 operation must move and compute, and say whether it is memory- or compute-bound. Each case draws
-fresh arguments from the case's generator, calls one of the learner's functions and compares the
-answer with the course's reference below (the conventions are the ones stated in the docstrings of
-solutions/op_costs.py).
+fresh arguments from the case's seed (in the grader's protected process), asks the learner's worker
+for one function's answer in plain data, and compares it with the course's reference below (the
+conventions are the ones stated in the docstrings of solutions/op_costs.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
-import traceback
 
 import torch
 
@@ -222,14 +221,6 @@ def _ratio(got, expected) -> str:
     return f" (yours is {r:.3g}x the expected)"
 
 
-def _learner_line(e: BaseException, path: str) -> list[str]:
-    rows = []
-    for fs in traceback.extract_tb(e.__traceback__):
-        if fs.filename == path:
-            rows.append(f"  op_costs.py:{fs.lineno}: {(fs.line or '').strip()}")
-    return rows[-2:]
-
-
 def _check_pair(function: str, call: str, got, expected) -> tuple[bool, str, list[str]]:
     rules = [BYTES_RULE, f"{function}: {CONVENTION[function]}"]
     if not isinstance(got, tuple | list) or len(got) != 2 or not all(_is_number(v) for v in got):
@@ -281,27 +272,28 @@ def _check_floor(call: str, args: dict, got, expected) -> tuple[bool, str, list[
     return False, summary, why
 
 
-def _run_case(module, case: Case, gen: torch.Generator) -> tuple[bool, str, list[str], str]:
-    inputs = _make_inputs(case, gen)
-    function = inputs.pop("function")
-    fn = getattr(module, function, None)
-    if not callable(fn):
-        return False, f"op_costs.py has no function `{function}`", [], "fail"
-    call = _call_text(function, inputs)
-    expected = _reference(function, **inputs)
-    try:
-        got = fn(**inputs)
-    except NotImplementedError:
-        raise  # the grader reports it as "todo"
-    except Exception as e:  # learner code: anything can happen
-        return False, f"{call} raised {type(e).__name__}: {e}", _learner_line(e, module.__file__), "fail"
+def _call_case(case: Case, seed: int) -> tuple[str, dict]:
+    """The question for one case: which function, with which arguments (plain numbers)."""
+    inputs = _make_inputs(case, torch.Generator().manual_seed(seed))
+    return inputs.pop("function"), inputs
+
+
+def _judge_call(case: Case, function: str, args: dict, reply: dict) -> tuple[bool, str, list[str]]:
+    """Judge the worker's plain reply to ``function(**args)`` against the course's answer."""
+    call = _call_text(function, args)
+    if reply.get("missing"):
+        return False, f"op_costs.py has no function `{function}`", []
+    if "raised" in reply:
+        return False, f"{call} raised {reply['raised']}", [str(line) for line in reply.get("frames", [])]
+    got = reply.get("value")
+    if isinstance(got, dict) and "not_plain" in got:
+        return False, f"{call} returned a {got['not_plain']}; it must return plain numbers (or a string for bound)", []
+    expected = _reference(function, **args)
     if function == "bound":
-        ok, summary, details = _check_bound(call, inputs, got, expected)
-    elif function == "floor_ms":
-        ok, summary, details = _check_floor(call, inputs, got, expected)
-    else:
-        ok, summary, details = _check_pair(function, call, got, expected)
-    return ok, summary, details, "pass" if ok else "fail"
+        return _check_bound(call, args, got, expected)
+    if function == "floor_ms":
+        return _check_floor(call, args, got, expected)
+    return _check_pair(function, call, got, expected)
 
 
 register(
@@ -316,7 +308,8 @@ register(
         outputs=(),
         bytes_moved=None,  # a cost model, not a kernel: nothing to benchmark
         flops=None,
-        run_case=_run_case,
+        call_case=_call_case,
+        judge_call=_judge_call,
         timeout_s=60.0,
         hints=[
             "Bytes: list every tensor the operation reads or writes, with its shape, and count each once. "

@@ -27,8 +27,46 @@ def _cache_entries(tuners: dict) -> int:
     return sum(len(t.cache) for t in tuners.values())
 
 
-def _autotune_checks(module, entry) -> list[tuple[bool, str, list[str]]]:
+def probe_autotune(module, entry) -> dict:
+    """Facts about the learner's autotuners, gathered in the worker (plain data; judged by
+    ``judge_autotune`` in the grader's protected process): their configs and keys, how often the
+    cache grew over lengths of one size class and of another, and on a GPU the time of each config."""
     tuners = autotuners_in(module)
+    facts = {"tuners": {name: {"configs": len(t.configs), "keys": list(t.keys)} for name, t in tuners.items()}}
+    if not tuners or any(len(t.configs) < 2 for t in tuners.values()):
+        return facts
+    before = _cache_entries(tuners)
+    for i, n in enumerate(SAME_CLASS_SIZES):
+        entry(**_inputs_of_length(n, seed=i))
+    facts["grew_same_class"] = _cache_entries(tuners) - before
+    before = _cache_entries(tuners)
+    entry(**_inputs_of_length(OTHER_CLASS_SIZE, seed=len(SAME_CLASS_SIZES)))
+    facts["grew_other_class"] = _cache_entries(tuners) - before
+    if runtime.is_gpu() and facts["grew_same_class"] <= 1 and facts["grew_other_class"]:
+        facts["speed"] = _speed_rows(tuners, entry)
+    return facts
+
+
+def _speed_rows(tuners: dict, entry) -> dict:
+    """Time the launcher as the learner wrote it, and the same launcher with each config forced."""
+    from ..timing import bench
+
+    inputs = _inputs_of_length(PERF_SIZE, seed=99)
+    call = lambda: entry(**inputs)
+    rows = []
+    for name, tuner in tuners.items():
+        configs, cache = tuner.configs, tuner.cache
+        try:
+            for config in configs:
+                tuner.configs, tuner.cache = [config], {}  # one config: the autotuner just uses it
+                rows.append([f"{name}: {describe_config(config)}", bench(call).median_ms])
+        finally:
+            tuner.configs, tuner.cache = configs, cache
+    return {"forced": rows, "tuned_ms": bench(call).median_ms}
+
+
+def judge_autotune(facts: dict) -> list[tuple[bool, str, list[str]]]:
+    tuners = dict(facts.get("tuners") or {})
     if not tuners:
         return [
             (
@@ -43,11 +81,12 @@ def _autotune_checks(module, entry) -> list[tuple[bool, str, list[str]]]:
         ]
     found = []
     for name, tuner in tuners.items():
-        if len(tuner.configs) < 2:
+        if int(tuner.get("configs", 0)) < 2:
             found.append(
                 (
                     False,
-                    f"`{name}` is autotuned over {len(tuner.configs)} config: give it at least 2 to choose from",
+                    f"`{name}` is autotuned over {int(tuner.get('configs', 0))} config: give it at least 2 to choose "
+                    "from",
                     [
                         "With a single config there is nothing to compare: Triton skips the timing and uses it.",
                         "Add configs that differ in BLOCK_SIZE and num_warps, e.g. 256/2 warps up to 4096/8 warps.",
@@ -56,12 +95,8 @@ def _autotune_checks(module, entry) -> list[tuple[bool, str, list[str]]]:
             )
     if found:
         return found
-
-    keys = ", ".join(f"`{name}`: key={list(t.keys)}" for name, t in tuners.items())
-    before = _cache_entries(tuners)
-    for i, n in enumerate(SAME_CLASS_SIZES):
-        entry(**_inputs_of_length(n, seed=i))
-    grew = _cache_entries(tuners) - before
+    keys = ", ".join(f"`{name}`: key={list(t.get('keys', []))}" for name, t in tuners.items())
+    grew = int(facts.get("grew_same_class", 0))
     if grew > 1:
         return [
             (
@@ -76,9 +111,7 @@ def _autotune_checks(module, entry) -> list[tuple[bool, str, list[str]]]:
                 ],
             )
         ]
-    before = _cache_entries(tuners)
-    entry(**_inputs_of_length(OTHER_CLASS_SIZE, seed=len(SAME_CLASS_SIZES)))
-    if _cache_entries(tuners) == before:
+    if not int(facts.get("grew_other_class", 0)):
         return [
             (
                 False,
@@ -91,32 +124,20 @@ def _autotune_checks(module, entry) -> list[tuple[bool, str, list[str]]]:
                 ],
             )
         ]
-    if runtime.is_gpu():
-        return [_speed_check(tuners, entry)]
+    speed = facts.get("speed")
+    if speed:
+        return [_judge_speed(speed)]
     return [(True, "the key re-tunes once per size class (speed is checked on a GPU)", [])]
 
 
-def _speed_check(tuners: dict, entry) -> tuple[bool, str, list[str]]:
-    """Time the launcher as the learner wrote it against the same launcher with each config forced."""
-    from ..timing import bench
-
-    inputs = _inputs_of_length(PERF_SIZE, seed=99)
-    call = lambda: entry(**inputs)
-    rows = []
-    for name, tuner in tuners.items():
-        configs, cache = tuner.configs, tuner.cache
-        try:
-            for config in configs:
-                tuner.configs, tuner.cache = [config], {}  # one config: the autotuner just uses it
-                rows.append((f"{name}: {describe_config(config)}", bench(call)))
-        finally:
-            tuner.configs, tuner.cache = configs, cache
-    best_label, best = min(rows, key=lambda r: r[1].median_ms)
-    tuned = bench(call)
-    ratio = tuned.median_ms / best.median_ms
+def _judge_speed(speed: dict) -> tuple[bool, str, list[str]]:
+    rows = [(str(label), float(ms)) for label, ms in speed["forced"]]
+    tuned_ms = float(speed["tuned_ms"])
+    best_label, best_ms = min(rows, key=lambda r: r[1])
+    ratio = tuned_ms / best_ms
     details = [f"fp32, {PERF_SIZE:,} elements; median of course_lib.timing.bench, L2 flushed:"]
-    details += [f"  forced {label:<52} {t.median_ms * 1e3:8.1f} us" for label, t in rows]
-    details.append(f"  your launcher, autotuned {'':<43}{tuned.median_ms * 1e3:8.1f} us ({ratio:.2f}x the best)")
+    details += [f"  forced {label:<52} {ms * 1e3:8.1f} us" for label, ms in rows]
+    details.append(f"  your launcher, autotuned {'':<43}{tuned_ms * 1e3:8.1f} us ({ratio:.2f}x the best)")
     ok = ratio <= 1 + PERF_TOLERANCE
     summary = (
         f"the autotuned launcher runs at {ratio:.2f}x the time of its best config ({best_label})"
@@ -139,7 +160,8 @@ register(
         bytes_moved=lambda case: nbytes(case, 3),
         flops=lambda case: 2 * case.shape[0],
         bench_cases=[Case((PERF_SIZE,), torch.float32, "bench")],
-        extra_checks=_autotune_checks,
+        probe=f"{__name__}:probe_autotune",
+        judge=judge_autotune,
         hints=[
             "Start from scaled_add: the kernel body is the same. What changes is around it: the kernel "
             "is wrapped in the autotuner, axpy_kernel = triton.autotune(configs=[triton.Config("

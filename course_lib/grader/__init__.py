@@ -1,0 +1,188 @@
+"""The grader: a task's cases against a folder of task files (exercises/, solutions/ or a learner's).
+
+    from course_lib import grader
+    grader.grade(["vector_add"], source="exercises")      # -> [TaskResult]
+    grader.grade_jobs([grader.Job("ada", "vector_add", Path("room/ada"))])   # a room, one pool
+
+Modules:
+
+* ``precheck``  the task file's source, read before any of it runs (escape hatches, with the line)
+* ``isolation`` the sealed boundary: the learner's code runs in a worker process; this one decides
+* ``worker``    the worker's side: load the file, run the launcher, report in plain data
+* ``cases``     the protected side of a case: inputs, poisoned outputs, the judge
+* ``shared``    tensors in a shared-memory file, so nothing is pickled either way
+* ``guards``    the launcher torch guard (in the worker)
+* ``limits``    time limits from the reference solution's time on this machine
+* ``bounds``    GPU mode: the interpreter's bounds and data-flow check, in a worker of its own
+* ``report``    results as text and as a notebook table
+* ``roster``    a room of learners into a gradebook
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import runtime, sources, tasks
+from . import bounds, limits
+from .isolation import Worker, file_sha256, run_task
+from .result import CRASH, FAIL, PASS, STATUSES, TIMEOUT, TODO, TaskResult
+
+__all__ = [
+    "CRASH", "FAIL", "PASS", "STATUSES", "TIMEOUT", "TODO",
+    "Job", "TaskResult", "grade", "grade_jobs", "grade_task", "limits_for",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Job:
+    learner: str  # "" for a learner's own check
+    task: str
+    source: Path  # the folder holding <task>.py
+
+
+def perf_wanted() -> bool:
+    return os.environ.get("COURSE_PERF", "1") != "0"
+
+
+_CALIBRATING: dict[str, threading.Lock] = {}
+_CALIBRATING_LOCK = threading.Lock()
+
+
+def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = None) -> limits.Limits:
+    """The time limits for ``spec``: ``timeout`` seconds a step when given; otherwise from the
+    reference solution's time on this machine (timed once, then cached)."""
+    if timeout:
+        return limits.given(timeout, len(spec.all_cases(worker.mode)))
+    solution_dir = sources.resolve("solutions")
+    sha = file_sha256(solution_dir / f"{spec.name}.py")
+    fallback = limits.Limits(spec.timeout_s, spec.timeout_s, spec.timeout_s, 4 * spec.timeout_s, "the task's default")
+    if not sha:
+        return fallback
+    with _CALIBRATING_LOCK:
+        lock = _CALIBRATING.setdefault(f"{worker.mode}:{spec.name}", threading.Lock())
+    with lock:
+        timed = limits.read(worker.mode, spec.name, sha)
+        if timed is None:
+            clock = limits.StepClock()
+            result = run_task(spec, solution_dir, 0, limits.GENEROUS, worker, clock=clock)
+            if not result.passed:
+                return fallback
+            timed = clock.timed()
+            limits.write(worker.mode, spec.name, sha, timed)
+    return timed.limits()
+
+
+def grade_task(
+    task: str,
+    source: str | os.PathLike = "exercises",
+    seed: int | None = None,
+    timeout: float | None = None,
+    hidden: str | None = None,
+    worker: Worker | None = None,
+    check_source: bool = True,
+) -> TaskResult:
+    """Grade one task; the learner's code runs in a worker process. Never raises for a learner's bug.
+
+    In GPU mode a kernel task that passes is graded once more in Triton's interpreter, in a worker of
+    its own, for the out-of-bounds accesses and the data flow a GPU does not report (``bounds``)."""
+    spec = tasks.get(task)
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    source_dir = sources.resolve(source)
+    worker = worker or Worker()
+    result = run_task(
+        spec,
+        source_dir,
+        seed,
+        limits_for(spec, worker, timeout),
+        worker,
+        hidden=hidden,
+        check_source=check_source,
+        perf=perf_wanted(),
+    )
+    if result.passed and worker.mode == runtime.GPU and spec.call_case is None and bounds.wanted():
+        interpreter = bounds.interpreter_worker()
+        checked = run_task(
+            spec, source_dir, seed, limits_for(spec, interpreter, timeout), interpreter, hidden, check_source
+        )
+        result = bounds.merge(result, checked)
+    return result
+
+
+def _gpu_count() -> int:
+    if not runtime.is_gpu():
+        return 0
+    import torch
+
+    return max(1, torch.cuda.device_count())
+
+
+def grade_jobs(
+    jobs: list[Job],
+    seed: int | None = None,
+    workers: int | None = None,
+    timeout: float | None = None,
+    on_result: Callable[[Job, TaskResult], None] | None = None,
+    hidden: str | None = None,
+    check_source: bool = True,
+) -> list[TaskResult]:
+    """Grade every job in one pool, ``workers`` at a time; results in the order of ``jobs``.
+
+    On a GPU machine there is one worker per visible GPU, each job's worker pinned to a GPU of its own
+    (timings must not share one); in CPU mode up to four, or the number of cores."""
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    gpus = _gpu_count()
+    if gpus:
+        workers = min(workers or gpus, gpus)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(i) for i in range(gpus)]
+        free = list(ids[:gpus])
+        if any(tasks.get(j.task).bench_cases for j in jobs) and perf_wanted():
+            from ..roofline import gpu_peaks
+
+            gpu_peaks()  # measured once (under a lock), before any worker needs them
+    else:
+        workers = workers or min(4, os.cpu_count() or 1)
+        free = []
+    free_lock = threading.Lock()
+
+    def one(job: Job) -> TaskResult:
+        gpu = None
+        if free:
+            with free_lock:
+                gpu = free.pop()
+        try:
+            worker = Worker(env={"CUDA_VISIBLE_DEVICES": gpu}) if gpu is not None and gpus > 1 else Worker()
+            result = grade_task(job.task, job.source, seed, timeout, hidden, worker, check_source)
+        except Exception as e:  # the grader's own failure: one row, never a lost room
+            result = TaskResult(job.task, CRASH, f"the grader failed on this task: {type(e).__name__}: {e}")
+        finally:
+            if gpu is not None:
+                with free_lock:
+                    free.append(gpu)
+        result.learner = job.learner
+        if on_result is not None:
+            on_result(job, result)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(one, jobs))
+
+
+def grade(
+    task_names: list[str],
+    source: str | os.PathLike = "exercises",
+    seed: int | None = None,
+    timeout: float | None = None,
+    jobs: int | None = None,
+    hidden: str | None = None,
+) -> list[TaskResult]:
+    """Grade tasks of one folder, ``jobs`` at a time. Never raises for a learner's bug."""
+    source_dir = sources.resolve(source)
+    batch = [Job("", tasks.get(name).name, source_dir) for name in task_names]
+    return grade_jobs(batch, seed=seed, workers=jobs, timeout=timeout, hidden=hidden)

@@ -1,0 +1,59 @@
+"""GPU mode: the interpreter's bounds and data-flow check, in a worker of its own.
+
+On a GPU a load past the end of a tensor usually returns whatever lies there, with no error, and
+nothing says which kernel read which input. Triton's interpreter checks every address. So in GPU
+mode a kernel task that passes is graded once more, with the CPU-mode cases, by a worker started
+with ``TRITON_INTERPRET=1`` (a process that has set up CUDA cannot switch to the interpreter).
+The protected process makes the inputs and judges, as for any worker.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from .. import runtime
+from .isolation import Worker
+from .result import FAIL, TaskResult
+
+NOTE = (
+    "On a GPU a load past the end of a tensor usually returns whatever lies there, with no error, so "
+    "the GPU cases cannot see it. Triton's interpreter checks every address: it ran the task's "
+    "CPU-mode cases (small shapes) to look for such accesses, and for kernels that do not read the "
+    "inputs or write the outputs themselves."
+)
+# failures the interpreter finds that a GPU run cannot: they fail the task
+_FOUND = ("out-of-bounds access", "no kernel read", "were not written by any kernel")
+
+
+def wanted() -> bool:
+    return os.environ.get("COURSE_BOUNDS_CHECK", "1") != "0"
+
+
+def interpreter_worker() -> Worker:
+    return Worker(
+        mode=runtime.CPU,
+        env={"TRITON_INTERPRET": "1", "COURSE_MODE": "cpu", "CUDA_VISIBLE_DEVICES": "", "COURSE_PERF": "0"},
+    )
+
+
+def merge(result: TaskResult, interpreted: TaskResult) -> TaskResult:
+    """The GPU result, failed if the interpreter found an out-of-bounds access or a broken data flow;
+    otherwise the same result with one line saying what the interpreter's run found."""
+    if interpreted.status == FAIL and any(found in interpreted.summary for found in _FOUND):
+        return replace(
+            result,
+            status=FAIL,
+            summary=f"every case passed on the GPU, but in the interpreter's check {interpreted.summary}",
+            details=[NOTE, *interpreted.details],
+        )
+    if interpreted.passed:
+        line = (
+            f"bounds: no load or store outside its tensors in {interpreted.cases_total} cases run in the "
+            "interpreter, and every input read and every output element written by a kernel"
+        )
+    elif interpreted.status == FAIL:  # e.g. a kernel using what the interpreter lacks (inline PTX)
+        line = f"bounds: not checked to the end; in the interpreter, {interpreted.summary}"
+    else:
+        line = f"bounds: not checked; the interpreter's run did not finish ({interpreted.summary})"
+    return replace(result, details=[*result.details, line], seconds=result.seconds + interpreted.seconds)

@@ -1,0 +1,188 @@
+"""The protected side of one case: make its inputs, poison its outputs, and judge what came back.
+
+Everything here runs in the process that decides the verdict, never in the submission's: the
+inputs come from the task's input maker and the case's seed, the outputs are NaN-poisoned buffers
+with guard elements around them, the reference is computed in float64 from a pristine copy, and
+the comparison, the guard checks and the data-flow rule read only the shared file and the worker's
+plain report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import tasks
+from ..compare import compare, poison, still_poisoned
+from .result import FAIL, PASS
+
+GUARD_ELEMENTS = 64  # poisoned elements after each output, to catch writes past its end on a GPU
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    summary: str
+    details: list[str]
+    status: str = FAIL
+    diagnosed: bool = False  # the summary names a known mistake
+
+    @classmethod
+    def failed(cls, summary: str, details: list[str] | None = None, status: str = FAIL) -> Outcome:
+        return cls(False, summary, details or [], status)
+
+
+def guarded_output(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A poisoned buffer with the output as a view inside it, and guard elements after it."""
+    offset = t.storage_offset()
+    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+    buf = torch.empty(offset + span + GUARD_ELEMENTS, dtype=t.dtype)
+    poison(buf)
+    return buf.as_strided(t.size(), t.stride(), offset), buf
+
+
+def _inside(view: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+    """Boolean over ``buf``: which of its elements belong to ``view``."""
+    inside = torch.zeros(buf.numel(), dtype=torch.bool)
+    rel = view.storage_offset() - buf.storage_offset()
+    inside.as_strided(view.size(), view.stride(), rel).fill_(True)
+    return inside
+
+
+def _changed_outside(view: torch.Tensor, buf: torch.Tensor) -> int:
+    """How many elements outside ``view`` but inside ``buf`` were changed."""
+    return int((~still_poisoned(buf.reshape(-1)[~_inside(view, buf)])).sum())
+
+
+def _between_rows(view: torch.Tensor, buf: torch.Tensor) -> int:
+    """How many changed elements of ``buf`` lie in the gaps between the rows of a 2-D ``view`` whose
+    rows are further apart than their length (0 for any other view)."""
+    if view.dim() != 2 or view.shape[0] < 2 or view.stride(1) != 1 or view.stride(0) <= view.shape[1]:
+        return 0
+    gaps = torch.zeros(buf.numel(), dtype=torch.bool)
+    start = view.storage_offset() - buf.storage_offset()
+    gaps[start : start + (view.shape[0] - 1) * view.stride(0) + view.shape[1]] = True
+    gaps &= ~_inside(view, buf)
+    return int((gaps & ~still_poisoned(buf.reshape(-1))).sum())
+
+
+@dataclass
+class PreparedCase:
+    """A case's tensors and values, made in the protected process."""
+
+    order: list[str]  # the launcher's keyword arguments, in the input maker's order
+    # inputs, output views and "<output> (guarded)" buffers around them: packed into the shared file,
+    # then replaced by their shared views
+    tensors: dict[str, torch.Tensor]
+    values: dict  # plain keyword arguments (floats, ints, strings)
+    pristine: dict  # the inputs as made, for the reference and the read-only check
+
+
+def prepare(spec: tasks.TaskSpec, case: tasks.Case, seed: int) -> PreparedCase:
+    made = spec.make_inputs(case, torch.Generator().manual_seed(seed))
+    pristine = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in made.items() if k not in spec.outputs}
+    tensors, values = {}, {}
+    for name, value in made.items():
+        if name in spec.outputs:
+            tensors[name], tensors[f"{name} (guarded)"] = guarded_output(value)
+        elif isinstance(value, torch.Tensor):
+            tensors[name] = value
+        else:
+            values[name] = value
+    return PreparedCase(list(made), tensors, values, pristine)
+
+
+def _flow_outcome(flow: dict | None, launches: list[str], outputs: tuple[str, ...]) -> Outcome | None:
+    """The data-flow rule (interpreter): kernels read every input and wrote every output element."""
+    if not flow:
+        return None
+    unread = [str(n) for n in flow.get("unread_inputs", [])]
+    unwritten = {str(k): int(v) for k, v in dict(flow.get("unwritten_by_kernel", {})).items() if int(v)}
+    kernels = ", ".join(f"`{k}`" for k in dict.fromkeys(launches))
+    if unread:
+        names = ", ".join(f"`{n}`" for n in unread)
+        return Outcome.failed(
+            f"no kernel read {names}: the launcher seems to compute the answer with torch and copy it with a "
+            f"kernel ({kernels} ran, but not on {names})",
+            [
+                "In the interpreter the grader sees every load: each input must be read by a launched kernel,",
+                "and each output element written by one. The computing belongs in the kernel.",
+            ],
+        )
+    if unwritten:
+        name, count = next(iter(unwritten.items()))
+        return Outcome.failed(
+            f"{count} elements of `{name}` were not written by any kernel, yet they are not NaN: something "
+            "other than a kernel wrote them (torch in the launcher?)",
+            ["In the interpreter the grader sees every store: each output element must be written by a kernel."],
+        )
+    return None
+
+
+def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply: dict, returned) -> Outcome:
+    """The verdict on one case, from the shared tensors and the worker's plain report."""
+    error = reply.get("error")
+    if error:
+        return Outcome.failed(str(error.get("summary", "")), [str(d) for d in error.get("details", [])],
+                              status=str(error.get("status", FAIL)))  # fmt: skip
+    launches = [str(k) for k in reply.get("launches", [])]
+    if not launches:
+        return Outcome.failed("no Triton kernel was launched: the launcher must launch at least one @triton.jit kernel")
+    for name, before in prepared.pristine.items():
+        if isinstance(before, torch.Tensor) and not torch.equal(prepared.tensors[name], before):
+            return Outcome.failed(
+                f"the kernel changed the input `{name}`: inputs are read-only (if nothing stores to it on "
+                "purpose, a store ran past the end of another tensor into it: check the masks)"
+            )
+    if spec.outputs:
+        name = spec.outputs[0]
+        got, buf = prepared.tensors[name], prepared.tensors[f"{name} (guarded)"]
+        changed = _changed_outside(got, buf)
+        if changed:
+            between = _between_rows(got, buf)
+            return Outcome.failed(
+                f"wrote outside the output: {changed} elements outside `{name}` were changed, {between} of them "
+                f"between its rows: `{name}`'s rows are {got.stride(0)} elements apart, more than a row's "
+                f"{got.shape[-1]}; address rows with the output's row stride, not the row length"
+                if between
+                else f"wrote outside the output: {changed} elements just before or after `{name}` were changed "
+                "(a mask or the grid lets programs write past the end)"
+            )
+    else:
+        meta = reply.get("returned") or {}
+        if returned is None:
+            kind = meta.get("not_a_tensor", "nothing") if isinstance(meta, dict) else "nothing"
+            return Outcome.failed(f"the launcher returned {kind}, not a tensor")
+        got = returned
+    flow_meta = dict(reply.get("flow") or {})
+    if not spec.outputs and isinstance(reply.get("returned"), dict) and "unwritten_by_kernel" in reply["returned"]:
+        flow_meta["unwritten_by_kernel"] = {"the returned tensor": reply["returned"]["unwritten_by_kernel"]}
+    flowed = _flow_outcome(flow_meta, launches, spec.outputs)
+    reference_inputs = {
+        k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+        for k, v in prepared.pristine.items()
+    }
+    expected = spec.reference(**reference_inputs)
+    if tuple(got.shape) != tuple(expected.shape):
+        return Outcome.failed(f"wrong shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    if got.dtype != case.dtype:
+        return Outcome.failed(f"wrong dtype: got {got.dtype}, expected {case.dtype}")
+    verdict = compare(got, expected, spec.tolerance[case.dtype], poisoned=True)
+    if verdict.ok and flowed is not None:
+        return flowed
+    if verdict.ok:
+        return Outcome(True, verdict.summary, verdict.details, PASS)
+    found = _diagnosis(spec, reference_inputs, got, case)
+    summary = f"{found} ({verdict.summary})" if found else verdict.summary
+    return Outcome(False, summary, verdict.details, FAIL, found is not None)
+
+
+def _diagnosis(spec, inputs: dict, got: torch.Tensor, case: tasks.Case) -> str | None:
+    """The task's guess at a known mistake behind a wrong output; never fails the grading itself."""
+    if spec.diagnose is None or torch.isnan(got).any():
+        return None
+    try:
+        return spec.diagnose(inputs, got.detach().to("cpu", torch.float64), case)
+    except Exception:
+        return None

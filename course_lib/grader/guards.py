@@ -1,0 +1,88 @@
+"""The launcher torch guard: while a learner's launcher runs (outside kernel launches), torch may
+allocate, make views and answer shape questions, nothing else. Fresh ``torch.empty`` outputs are
+poisoned, so an element no kernel writes cannot pass by luck.
+
+This runs in the submission's process, so it is a teacher, not a judge: it names the line that
+computes with torch. What a launcher cannot hide from is checked elsewhere: the static pre-check
+(``precheck``) rejects the switches that turn torch function modes off, and in the interpreter the
+data-flow record (``course_lib.hooks.FlowRecord``) sees whether kernels read the inputs and wrote
+the outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..compare import poison
+from ..hooks import current_watch
+
+
+class TorchComputeInLauncher(Exception):
+    """The launcher computed with torch instead of (or besides) launching a kernel."""
+
+
+# Allocation, views and layout, shape and metadata queries: what a launcher may ask torch for.
+ALLOWED_IN_LAUNCHER = frozenset(
+    """
+    empty empty_like empty_strided zeros zeros_like ones ones_like full full_like
+    new_empty new_zeros new_ones new_full new_empty_strided
+    view view_as reshape reshape_as flatten unflatten squeeze unsqueeze permute transpose t T mT
+    expand expand_as as_strided narrow select __getitem__ unbind split chunk contiguous detach
+    size stride numel nelement dim ndim shape dtype device is_contiguous data_ptr element_size
+    itemsize nbytes storage_offset is_cuda is_cpu layout untyped_storage requires_grad is_leaf
+    is_floating_point is_complex __len__ __hash__ __format__ __repr__ __str__ _version grad_fn
+    names __dlpack__ __dlpack_device__
+    """.split()
+)
+_POISONED_ALLOCATIONS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
+
+
+def _short_name(func) -> str:
+    from torch.overrides import resolve_name
+
+    name = resolve_name(func) or getattr(func, "__name__", repr(func))
+    if name.endswith(".__get__"):
+        name = name[: -len(".__get__")]
+    return name.rsplit(".", 1)[-1]
+
+
+def _where_in(paths: tuple[str, ...]) -> str:
+    """file:line of the innermost frame that belongs to one of ``paths`` (the learner's file)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if any(os.path.samefile(filename, p) for p in paths if os.path.exists(filename)):
+            import linecache
+
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            return f"{os.path.basename(filename)}:{frame.f_lineno}: {line}"
+        frame = frame.f_back
+    return "the launcher"
+
+
+def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_files: tuple[str, ...] = ()):
+    """A torch function mode that raises TorchComputeInLauncher on any torch call outside ``allowed``.
+
+    Calls made inside a Triton launch (Triton's own bookkeeping) pass through.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    class _Guard(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            w = current_watch()
+            if w is not None and w.depth > 0:
+                return func(*args, **kwargs)
+            name = _short_name(func)
+            if name not in allowed:
+                raise TorchComputeInLauncher(
+                    f"the launcher called torch `{name}` ({_where_in(learner_files)}). A launcher may "
+                    "allocate outputs, make views and read shapes; the computing belongs in the kernel."
+                )
+            out = func(*args, **kwargs)
+            if name in _POISONED_ALLOCATIONS and hasattr(out, "fill_"):
+                poison(out)
+            return out
+
+    return _Guard()

@@ -1,0 +1,36 @@
+"""What grading one task gives: a status, a one-line summary and the report's lines."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+PASS, FAIL, TODO, TIMEOUT, CRASH = "pass", "fail", "todo", "timeout", "crash"
+STATUSES = (PASS, FAIL, TODO, TIMEOUT, CRASH)
+
+
+@dataclass
+class TaskResult:
+    task: str
+    status: str  # pass, fail, todo, timeout, crash
+    summary: str  # one line
+    details: list[str] = field(default_factory=list)
+    source: str = ""
+    seed: int = 0
+    cases_passed: int = 0
+    cases_total: int = 0
+    seconds: float = 0.0
+    output: str = ""  # what the learner's code printed (device_print, print)
+    learner: str = ""  # in a room: the learner's folder name
+    file_sha256: str = ""  # of the graded file's bytes
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TaskResult:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

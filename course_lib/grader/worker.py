@@ -1,0 +1,280 @@
+"""The submission's process: it imports the learner's task file and runs the launcher on the inputs it
+is handed, and nothing that decides a verdict.
+
+It never sees the seed, the hidden cases or the reference. For each case it maps the shared file
+(``shared.MappedCase``), calls the launcher under the launch watch, the torch guard and, in the
+interpreter, the bounds check and the data-flow record, and reports what it saw as plain JSON:
+which kernels were launched, which inputs no kernel read, how many output elements no kernel wrote,
+or the exception the learner's code raised, explained. The protected process (``isolation``) makes
+the inputs, computes the reference and compares; what this process says can only fail a case.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+
+_SOLUTION_LABEL = "not implemented yet"
+
+
+def _send(conn, message: dict, data: bytes | None = None) -> None:
+    conn.send_bytes(json.dumps(message).encode())
+    if data is not None:
+        conn.send_bytes(data)
+
+
+def _receive(conn) -> dict:
+    return json.loads(conn.recv_bytes().decode())
+
+
+def _limit_memory(nbytes: int | None) -> None:
+    if not nbytes:
+        return
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (nbytes, nbytes))
+    except (ImportError, ValueError, OSError):  # not on this platform, or a lower hard limit
+        pass
+
+
+def _explain(e: BaseException, path: Path) -> dict:
+    """{status, summary, details} for an exception raised by the learner's launcher or kernel."""
+    from ..hooks import OutOfBoundsAccess
+    from ..stubs import NOT_IMPLEMENTED
+    from ..tracebacks import chain, learner_frames
+    from .guards import TorchComputeInLauncher
+
+    def said(status, summary, details=()):
+        return {"status": status, "summary": summary, "details": list(details)}
+
+    links = list(chain(e))
+    where = learner_frames(e, path)
+    for exc in links:
+        if isinstance(exc, NotImplementedError) or NOT_IMPLEMENTED in str(exc):
+            found = re.search(NOT_IMPLEMENTED + r"[^'\"\n]*", str(exc))
+            return said("todo", found.group(0) if found else NOT_IMPLEMENTED)
+    for exc in links:
+        if isinstance(exc, OutOfBoundsAccess):
+            first = str(exc).splitlines()
+            return said("fail", "out-of-bounds access: " + first[0], first[1:] + where)
+    for exc in links:
+        if isinstance(exc, TorchComputeInLauncher):
+            return said("fail", "torch compute in the launcher: " + str(exc))
+    for exc in links:
+        if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
+            return said("fail", "the kernel does not compile", str(exc).strip().splitlines()[-12:])
+    if isinstance(e, SystemExit):
+        return said("fail", f"the launcher raised SystemExit({e.code!r}): a launcher must not exit", where)
+    text = str(e)
+    if "CUDA error" in text or "illegal memory access" in text or "misaligned address" in text:
+        return said(
+            "crash",
+            "the kernel crashed on the GPU: " + text.strip().splitlines()[0],
+            [
+                "A GPU kernel that reads or writes past a tensor usually ends this way. Run the check with",
+                "  compute-sanitizer python -m course_lib check <task>",
+                "to see the offending access, or run it in CPU mode (COURSE_MODE=cpu) where the course",
+                "reports out-of-bounds accesses with the program id and offsets.",
+            ],
+        )
+    root = links[-1]
+    if type(e).__name__ == "InterpreterError" and root is not e:
+        return said("fail", f"the kernel raised {type(root).__name__} in the interpreter: {root}", where)
+    return said("fail", f"the launcher raised {type(e).__name__}: {e}", where)
+
+
+def plain(value, depth: int = 0):
+    """A learner's return value as plain JSON data: numbers, strings, lists; anything else is named
+    by its type. (An object whose ``__eq__`` always says yes never reaches the judge.)"""
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if value is None:
+        return None
+    if type(value) in (list, tuple) and depth < 3 and len(value) <= 64:  # exactly: no subclass with its own __eq__
+        return [plain(v, depth + 1) for v in value]
+    return {"not_plain": type(value).__name__}
+
+
+class _Worker:
+    def __init__(self, conn, setup: dict):
+        self.conn = conn
+        self.setup = setup
+        self.path = Path(setup["file"])
+        self.module = self.entry = None
+        self.gpu = setup["mode"] == "gpu"
+
+    def load(self) -> None:
+        from .. import sources
+
+        try:
+            self.module, self.entry = sources.load_file(self.path, self.setup["entry"])
+        except sources.LoadError as e:
+            _send(self.conn, {"kind": "load_failed", "status": e.status, "summary": e.summary, "details": e.details})
+            return
+        _send(self.conn, {"kind": "loaded"})
+
+    def serve(self) -> None:
+        handlers = {"case": self.case, "call": self.call, "probe": self.probe, "perf": self.perf}
+        while True:
+            message = _receive(self.conn)
+            kind = message.get("kind")
+            if kind == "exit":
+                return
+            handlers[kind](message)
+
+    # one case of a kernel task -------------------------------------------------------------------
+
+    def case(self, message: dict) -> None:
+        import torch
+
+        from .. import hooks
+        from .guards import ALLOWED_IN_LAUNCHER, launcher_torch_guard
+        from .shared import MappedCase, dtype_name
+
+        start = time.perf_counter()
+        mapped = MappedCase(message["shared"], "cuda" if self.gpu else "cpu")
+        outputs = set(self.setup["outputs"])
+        kwargs = {}
+        for name in message["order"]:
+            kwargs[name] = mapped.tensors[name] if name in mapped.tensors else message["values"][name]
+        inputs = {k: v for k, v in mapped.tensors.items() if k in kwargs and k not in outputs}
+        out_views = {k: v for k, v in mapped.tensors.items() if k in outputs}
+        allowed = ALLOWED_IN_LAUNCHER - frozenset(self.setup["forbid"])
+        flow = hooks.record_flow(inputs, out_views) if not self.gpu else None
+        reply: dict = {"kind": "case_done", "error": None, "launches": [], "flow": None, "returned": None}
+        returned = None
+        threads = set(threading.enumerate())
+        try:
+            with hooks.watch_launches() as watch, launcher_torch_guard(allowed, (str(self.path),)):
+                if flow is not None:
+                    with flow as record:
+                        returned = self.entry(**kwargs)
+                else:
+                    record = None
+                    returned = self.entry(**kwargs)
+            if self.gpu:
+                torch.cuda.synchronize()
+            reply["launches"] = list(watch.launches)
+            left = [t.name for t in threading.enumerate() if t not in threads and t.is_alive()]
+            if left:
+                reply["error"] = {
+                    "status": "fail",
+                    "summary": f"the launcher left {len(left)} thread(s) running ({', '.join(left)}): what a thread "
+                    "writes after the launcher returns is not the launcher's work",
+                    "details": [],
+                }
+        except BaseException as e:  # learner code: anything can happen, SystemExit included
+            reply["error"] = _explain(e, self.path)
+            reply["launches"] = list(watch.launches) if "watch" in locals() else []
+        data = None
+        if reply["error"] is None:
+            if not outputs:  # the launcher returns its output
+                if isinstance(returned, torch.Tensor):
+                    t = returned.detach()
+                    reply["returned"] = {"dtype": dtype_name(t.dtype), "size": list(t.shape)}
+                    if record is not None:
+                        record.outputs = {"returned": t}
+                        reply["returned"]["unwritten_by_kernel"] = record.unwritten("returned")
+                    data = t.to("cpu").contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+                else:
+                    reply["returned"] = {"not_a_tensor": type(returned).__name__}
+            if record is not None:
+                reply["flow"] = {
+                    "unread_inputs": record.unread_inputs(),
+                    "unwritten_by_kernel": {name: record.unwritten(name) for name in out_views},
+                }
+        try:
+            mapped.copy_back()
+        except BaseException as e:  # a GPU whose context a crashed kernel broke
+            if reply["error"] is None:
+                reply["error"] = _explain(e, self.path)
+        reply["seconds"] = time.perf_counter() - start
+        if data is not None and reply["returned"] is not None and "dtype" in reply["returned"]:
+            reply["returned"]["has_bytes"] = True
+            _send(self.conn, reply, data)
+        else:
+            _send(self.conn, reply)
+
+    # one question to a task that is no kernel (op_costs) ------------------------------------------
+
+    def call(self, message: dict) -> None:
+        from ..tracebacks import learner_frames
+
+        fn = getattr(self.module, message["function"], None)
+        if not callable(fn):
+            _send(self.conn, {"kind": "call_done", "missing": True})
+            return
+        try:
+            value = fn(**message["kwargs"])
+        except NotImplementedError as e:
+            _send(self.conn, {"kind": "call_done", "todo": str(e) or _SOLUTION_LABEL})
+            return
+        except BaseException as e:  # learner code
+            frames = learner_frames(e, self.path, limit=2)
+            _send(self.conn, {"kind": "call_done", "raised": f"{type(e).__name__}: {e}", "frames": frames})
+            return
+        _send(self.conn, {"kind": "call_done", "value": plain(value)})
+
+    # facts about the module for a task's structural checks (judged by the protected process) ----
+
+    def probe(self, message: dict) -> None:
+        import importlib
+
+        module_name, function = message["probe"].split(":")
+        probe = getattr(importlib.import_module(module_name), function)
+        try:
+            facts = probe(self.module, self.entry)
+            _send(self.conn, {"kind": "probe_done", "facts": json.loads(json.dumps(facts))})
+        except BaseException as e:  # learner code runs inside the probe
+            _send(self.conn, {"kind": "probe_done", "error": _explain(e, self.path)})
+
+    def perf(self, message: dict) -> None:
+        """GPU only: the speed of a passing kernel; a report line, never a verdict."""
+        from .. import bench, tasks
+
+        try:
+            lines = bench.performance_note(tasks.get(message["task"]), self.entry)
+        except BaseException as e:  # a timing problem is not the learner's failure
+            lines = [f"performance not measured: {type(e).__name__}: {e}"]
+        _send(self.conn, {"kind": "perf_done", "lines": [str(line) for line in lines]})
+
+
+def main(conn, setup: dict, log_path: str) -> None:
+    """The worker process's body (started by ``isolation``)."""
+    for key in [k for k in os.environ if k.startswith("COURSE_HIDDEN")]:
+        del os.environ[key]  # the hidden cases are the protected process's business
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.chdir(tempfile.gettempdir())
+    # numpy's overflow and divide warnings from inside the interpreter (exp(-z) reaching inf on
+    # purpose, say) are not something the learner printed: keep them out of "your code printed"
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
+    _limit_memory(setup.get("memory_bytes"))
+    # course_lib (imported with this module) installed its hooks before any of the learner's Triton code
+    worker = _Worker(conn, setup)
+    try:
+        worker.load()
+        worker.serve()
+    except (EOFError, OSError, BrokenPipeError):  # the protected process went away: nothing to report to
+        pass
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()

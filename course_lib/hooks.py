@@ -1,0 +1,406 @@
+"""What course_lib hooks into Triton's launches and, in the interpreter, into every memory access.
+
+* Launch watch: counts Triton kernel launches while a launcher runs (the grader requires at least
+  one), in both modes. The grid function and pre-run hooks count as launcher code.
+* Memory-access tap (interpreter): every pointer load, store and atomic goes through
+  ``InterpreterBuilder.create_masked_load`` / ``create_masked_store`` (their trailing arguments
+  differ between Triton 3.6 and 3.9, so the hooks read only the leading ones). The tap checks each
+  access against the memory of the tensors passed to the kernel before it touches memory
+  (``OutOfBoundsAccess``), and hands it to the ``access_listeners``: the traffic counter
+  (``course_lib.traffic``) and the grader's data-flow record (``FlowRecord``) listen there.
+
+The interpreter's bug work-arounds live apart, in ``course_lib.interpreter``.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import runtime
+
+
+class OutOfBoundsAccess(Exception):
+    """A kernel loaded or stored outside the memory of every tensor passed to it (interpreter only)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# launch watch
+
+
+@dataclass
+class Watch:
+    launches: list[str] = field(default_factory=list)
+    depth: int = 0  # > 0 while inside a kernel launch
+
+
+_local = threading.local()
+
+
+def current_watch() -> Watch | None:
+    return getattr(_local, "watch", None)
+
+
+@contextmanager
+def watch_launches():
+    """Count Triton launches made inside the block: ``with watch_launches() as w: ...; w.launches``."""
+    previous = current_watch()
+    w = Watch()
+    _local.watch = w
+    try:
+        yield w
+    finally:
+        _local.watch = previous
+
+
+def _kernel_name(fn_obj) -> str:
+    fn = getattr(fn_obj, "fn", None)
+    return getattr(fn, "__name__", None) or getattr(fn_obj, "__name__", "kernel")
+
+
+def _outside_launch(fn, w: Watch):
+    """``fn`` runs as launcher code (depth 0), though Triton calls it from inside the launch."""
+
+    def call(*args, **kwargs):
+        depth, w.depth = w.depth, 0
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            w.depth = depth
+
+    return call
+
+
+def _wrap_run(cls, bounds: bool = True) -> None:
+    """Count launches of ``cls`` (outermost only) and, in the interpreter, check their bounds.
+
+    Wrapping an outer launcher (the autotuner) too makes its benchmarking part of one launch: its
+    torch calls (do_bench flushes L2 with torch) are then Triton's business, not the launcher's."""
+    if getattr(cls.run, "_course_wrapped", False):
+        return
+    original = cls.run
+
+    def run(self, *args, **kwargs):
+        w = current_watch()
+        if w is not None and w.depth == 0 and not kwargs.get("warmup", False):
+            w.launches.append(_kernel_name(self))
+        hooks = getattr(self, "pre_run_hooks", None)
+        if w is not None:
+            # the grid function and pre-run hooks are the learner's code, though Triton calls them
+            if callable(kwargs.get("grid")):
+                kwargs["grid"] = _outside_launch(kwargs["grid"], w)
+            if hooks:
+                self.pre_run_hooks = [_outside_launch(h, w) for h in hooks]
+            w.depth += 1
+        try:
+            if bounds and runtime.is_cpu():
+                with _bounds_for_launch(self, args, kwargs):
+                    return original(self, *args, **kwargs)
+            return original(self, *args, **kwargs)
+        finally:
+            if w is not None:
+                w.depth -= 1
+                if hooks:
+                    self.pre_run_hooks = hooks
+
+    run._course_wrapped = True  # type: ignore[attr-defined]
+    cls.run = run
+
+
+# --------------------------------------------------------------------------------------------------
+# out-of-bounds checking in the interpreter
+
+
+@dataclass(frozen=True)
+class _Span:
+    name: str
+    lo: int  # first byte
+    hi: int  # one past the last byte
+    base: int  # data_ptr
+    itemsize: int
+    numel: int
+    dtype: str
+
+
+@dataclass
+class _Launch:
+    kernel: str
+    spans: list[_Span]
+    starts: np.ndarray  # merged, sorted intervals for the membership test
+    ends: np.ndarray
+
+
+_launch_stack: list[_Launch] = []
+_unmasked = threading.local()
+
+
+def _tensor_span(name: str, t) -> _Span | None:
+    if not hasattr(t, "data_ptr") or not hasattr(t, "stride"):
+        return None
+    if t.numel() == 0:
+        return None
+    itemsize = t.element_size()
+    lo = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0)
+    hi = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st > 0)
+    base = t.data_ptr()
+    return _Span(name, base + lo * itemsize, base + (hi + 1) * itemsize, base, itemsize, t.numel(), str(t.dtype))
+
+
+def _collect_spans(name: str, value, out: list[_Span]) -> None:
+    if isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            _collect_spans(f"{name}[{i}]", v, out)
+        return
+    base = getattr(value, "base", None)  # host TensorDescriptor
+    if base is not None and hasattr(value, "block_shape"):
+        value = base
+    inner = getattr(value, "base", None)  # triton TensorWrapper (reinterpret)
+    if inner is not None and hasattr(inner, "data_ptr") and not hasattr(value, "stride"):
+        value = inner
+    span = _tensor_span(name, value)
+    if span is not None:
+        out.append(span)
+
+
+@contextmanager
+def _bounds_for_launch(fn_obj, args, kwargs):
+    names = list(getattr(fn_obj, "arg_names", [])) or [f"arg{i}" for i in range(len(args))]
+    spans: list[_Span] = []
+    for i, value in enumerate(args):
+        _collect_spans(names[i] if i < len(names) else f"arg{i}", value, spans)
+    for key, value in kwargs.items():
+        if key not in ("grid", "warmup"):
+            _collect_spans(key, value, spans)
+    intervals = sorted((s.lo, s.hi) for s in spans)
+    merged: list[list[int]] = []
+    for lo, hi in intervals:
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    starts = np.array([m[0] for m in merged], dtype=np.uint64)
+    ends = np.array([m[1] for m in merged], dtype=np.uint64)
+    _launch_stack.append(_Launch(_kernel_name(fn_obj), spans, starts, ends))
+    try:
+        yield
+    finally:
+        _launch_stack.pop()
+
+
+def _offsets_advice(offsets: np.ndarray, span: _Span) -> str:
+    """What the offending offsets say: before the start, just past the end, or far off."""
+    if bool((offsets < 0).all()):
+        return (
+            f"Every offending offset is negative, before the start of `{span.name}`: is something subtracted "
+            "from the offsets, or a pointer moved back?"
+        )
+    last = span.numel - 1
+    if bool((offsets > last).all()):
+        past = int(offsets.min()) - last
+        if past <= 2:
+            return (
+                f"The offsets run {past} element{'s' * (past != 1)} past the last one ({last}): a mask that keeps "
+                "one offset too many (< versus <=), or a pointer shifted by one under a correct mask "
+                "(out_ptr + offsets + 1)?"
+            )
+        return (
+            f"The offsets reach past the last element ({last}) by {past} or more: is the last block masked, "
+            "and is the grid no larger than it needs to be?"
+        )
+    return "Some offsets fall before the start and some past the end: check how the offsets are built."
+
+
+def _format_offsets(values: np.ndarray, limit: int = 8) -> str:
+    shown = ", ".join(str(int(v)) for v in values[:limit])
+    return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
+
+
+# Called with (kind, kernel name, addresses, active mask, itemsize) for every load and store the
+# interpreter makes inside a launch; course_lib.traffic listens here.
+access_listeners: list = []
+
+
+def _check_access(kind: str, builder, ptrs, mask) -> None:
+    if not _launch_stack:
+        return
+    launch = _launch_stack[-1]
+    addresses = np.asarray(ptrs.data).astype(np.uint64)
+    if mask is None:
+        active_mask = np.ones(addresses.shape, dtype=bool)
+    else:
+        active_mask = np.broadcast_to(np.asarray(getattr(mask, "data", mask)).astype(bool), addresses.shape)
+    itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+    for listener in access_listeners:
+        listener(kind, launch.kernel, addresses, active_mask, itemsize)
+    active = addresses[active_mask]
+    if active.size == 0:
+        return
+    if launch.starts.size:
+        idx = np.searchsorted(launch.starts, active, side="right").astype(np.int64) - 1
+        inside = idx >= 0
+        safe_idx = np.where(inside, idx, 0)
+        inside &= (active + np.uint64(itemsize)) <= launch.ends[safe_idx]
+    else:
+        inside = np.zeros(active.shape, dtype=bool)
+    if inside.all():
+        return
+    bad = active[~inside]
+    pid = tuple(int(v) for v in getattr(builder, "grid_idx", (0, 0, 0)))
+    lines = [
+        f"kernel `{launch.kernel}`, program id {pid}: a {kind} outside the memory of every tensor passed "
+        f"to the kernel ({bad.size} of {active.size} active lanes). The course stopped it before it "
+        "touched memory."
+    ]
+    where = "Check how the offsets are built and what the mask keeps out (and the grid size)."
+    if launch.spans:
+        first = int(bad[0])
+        nearest = min(launch.spans, key=lambda s: min(abs(first - s.lo), abs(first - (s.hi - 1))))
+        offsets = (bad.astype(np.int64) - np.int64(nearest.base)) // np.int64(nearest.itemsize)
+        lines.append(
+            f"Nearest tensor: `{nearest.name}` ({nearest.numel} element{'s' * (nearest.numel != 1)} of "
+            f"{nearest.dtype}); the offending "
+            f"offsets, in elements from its start: {_format_offsets(np.unique(offsets))}."
+        )
+        where = _offsets_advice(offsets, nearest)
+    if getattr(_unmasked, "flag", False):
+        lines.append(
+            f"The tl.{kind} had no mask: add one that keeps its offsets inside the tensor, e.g. "
+            "mask=offsets < n_elements, or mask=cols < n_cols for a vector of columns."
+        )
+    else:
+        lines.append(
+            f"The mask let {int(active_mask.sum())} of {active_mask.size} lanes through, "
+            f"{bad.size} of them outside every tensor. {where}"
+        )
+    raise OutOfBoundsAccess("\n".join(lines))
+
+
+def _install_bounds_hooks(builder_cls) -> None:
+    if getattr(builder_cls, "_course_bounds", False):
+        return
+    masked_load = builder_cls.create_masked_load
+    masked_store = builder_cls.create_masked_store
+    plain_load = builder_cls.create_load
+    plain_store = builder_cls.create_store
+    atomic_rmw = builder_cls.create_atomic_rmw
+    atomic_cas = builder_cls.create_atomic_cas
+
+    def create_masked_load(self, ptrs, mask, *rest, **kw):
+        _check_access("load", self, ptrs, mask)
+        return masked_load(self, ptrs, mask, *rest, **kw)
+
+    def create_masked_store(self, ptrs, value, mask, *rest, **kw):
+        _check_access("store", self, ptrs, mask)
+        return masked_store(self, ptrs, value, mask, *rest, **kw)
+
+    def _unmasked_call(original):
+        def call(self, *args, **kw):
+            _unmasked.flag = True
+            try:
+                return original(self, *args, **kw)
+            finally:
+                _unmasked.flag = False
+
+        return call
+
+    def create_atomic_rmw(self, op, ptr, val, mask, *rest, **kw):
+        _check_access("atomic", self, ptr, mask)
+        return atomic_rmw(self, op, ptr, val, mask, *rest, **kw)
+
+    def create_atomic_cas(self, ptr, cmp, val, *rest, **kw):
+        _check_access("atomic", self, ptr, None)
+        return atomic_cas(self, ptr, cmp, val, *rest, **kw)
+
+    builder_cls.create_masked_load = create_masked_load
+    builder_cls.create_masked_store = create_masked_store
+    builder_cls.create_load = _unmasked_call(plain_load)
+    builder_cls.create_store = _unmasked_call(plain_store)
+    builder_cls.create_atomic_rmw = create_atomic_rmw
+    builder_cls.create_atomic_cas = create_atomic_cas
+    builder_cls._course_bounds = True
+
+
+# --------------------------------------------------------------------------------------------------
+# data flow: which inputs a kernel read and which output elements a kernel wrote (interpreter)
+
+
+def element_addresses(t) -> np.ndarray:
+    """The byte address of every element of a (possibly strided) tensor, in row-major order."""
+    addresses = np.zeros((1,), dtype=np.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        addresses = (addresses[:, None] + np.arange(size, dtype=np.int64)[None, :] * stride).reshape(-1)
+    return (addresses * t.element_size() + t.data_ptr()).astype(np.uint64)
+
+
+class FlowRecord:
+    """Listens to every load and store of the kernels launched while it is attached (see ``record_flow``).
+
+    A launcher that computes the answer with torch and then copies it with a kernel reads none of
+    the inputs in any kernel; one that writes part of an output with torch leaves elements that no
+    kernel stored to. Both show here, whatever the launcher did to torch."""
+
+    def __init__(self, inputs: dict, outputs: dict):
+        self.inputs = {name: _tensor_span(name, t) for name, t in inputs.items() if t.numel()}
+        self.read: set[str] = set()
+        self.outputs = outputs
+        self.stores: list[np.ndarray] = []
+
+    def __call__(self, kind, kernel, addresses, active, itemsize) -> None:
+        live = np.asarray(addresses, dtype=np.uint64)[np.asarray(active, dtype=bool)]
+        if live.size == 0:
+            return
+        if kind == "load":
+            for name, span in self.inputs.items():
+                if name not in self.read and bool(((live >= span.lo) & (live < span.hi)).any()):
+                    self.read.add(name)
+        else:  # store or atomic
+            self.stores.append(live.reshape(-1))
+
+    def unread_inputs(self) -> list[str]:
+        return [name for name in self.inputs if name not in self.read]
+
+    def unwritten(self, name: str) -> int:
+        """How many elements of output ``name`` no kernel stored to."""
+        wanted = element_addresses(self.outputs[name])
+        if not self.stores:
+            return int(wanted.size)
+        stored = np.unique(np.concatenate(self.stores))
+        return int((~np.isin(wanted, stored, assume_unique=False)).sum())
+
+
+@contextmanager
+def record_flow(inputs: dict, outputs: dict):
+    """``with record_flow({"x": x}, {"out": out}) as flow: launcher(...)``; CPU mode only."""
+    flow = FlowRecord(inputs, outputs)
+    access_listeners.append(flow)
+    try:
+        yield flow
+    finally:
+        access_listeners.remove(flow)
+
+
+# --------------------------------------------------------------------------------------------------
+
+_installed = False
+
+
+def install() -> None:
+    """Install the launch watch (both modes) and, in the interpreter, the memory-access tap (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    import triton.runtime.autotuner as autotuner
+    import triton.runtime.jit as jit
+
+    _wrap_run(jit.JITFunction)
+    _wrap_run(autotuner.Autotuner, bounds=False)
+    _wrap_run(autotuner.Heuristics, bounds=False)
+    if runtime.is_cpu():
+        import triton.runtime.interpreter as interp
+
+        _wrap_run(interp.InterpretedFunction)
+        _install_bounds_hooks(interp.InterpreterBuilder)
+    _installed = True

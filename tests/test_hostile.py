@@ -1,0 +1,148 @@
+"""Submissions written to fool the grader (tests/hostile/<kind>/<task>.py): none may score.
+
+Each kind is graded twice: as the grader runs (the static pre-check first), and with the pre-check
+off, as if the trick had slipped past it. The second run is the real test of the isolation
+boundary: the learner's code runs in a worker process, and the verdict comes from the protected
+process's own inputs, reference and comparison, whatever the worker patched, printed or claimed.
+Honest controls that are slow, noisy or print a lot keep full marks.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from conftest import GOOD, TESTS, requires_interpreter
+
+from course_lib import grader, runtime, tasks
+from course_lib.grader import CRASH, FAIL, PASS, TIMEOUT
+
+HOSTILE = TESTS / "hostile"
+SEED = 7
+LIMIT = 15.0  # seconds a step for the kinds that hang or exit; the others get the calibrated limits
+PRECHECK = "the task file uses what the grader does not allow"
+
+
+def kind(name, task, on, off, marks=()):
+    """``on``: (status, pieces) with the pre-check; ``off``: the same without it."""
+    return pytest.param(name, task, on, off, id=name, marks=marks)
+
+
+def rejected(line: str):
+    return (FAIL, (PRECHECK, line))
+
+
+NOTHING_WRITTEN = (FAIL, ("no element of the output was written",))
+# fmt: off
+KINDS = [
+    kind("patch_compare", "vector_add", rejected("import course_lib.compare"), NOTHING_WRITTEN),
+    kind("sys_modules_surgery", "vector_add", rejected("import sys"), NOTHING_WRITTEN),
+    kind("patch_torch", "vector_add", rejected("torch.equal = lambda"), NOTHING_WRITTEN),
+    # isinstance always true breaks the worker's own Python: it dies before it can report
+    kind("patch_builtins", "vector_add", rejected("import builtins"), (CRASH, ("before reporting",))),
+    kind("writes_files", "vector_add", rejected("open(name, \"w\")"), NOTHING_WRITTEN),
+    kind("guard_off_copy", "vector_add", rejected("torch._C.DisableTorchFunction()"),
+         (FAIL, ("no kernel read `x`, `y`", "compute the answer with torch and copy it with a kernel"))),
+    kind("dispatch_off_copy", "vector_add", rejected("torch.ops.aten.add.Tensor(x, y)"), (FAIL, ("torch",))),
+    kind("ctypes_write", "vector_add", rejected("import ctypes"), (FAIL, ("torch `tolist`",))),
+    kind("thread_left_running", "vector_add", rejected("import threading"),
+         (FAIL, ("left 1 thread(s) running",))),
+    kind("hard_exit", "vector_add", rejected("import os"), (CRASH, ("ended (exit code 0)", "before reporting"))),
+    kind("hard_exit_via_torch", "vector_add", rejected("torch.os._exit(0)"), (CRASH, ("ended (exit code 0)",))),
+    kind("signal_handler", "vector_add", rejected("import signal"), (TIMEOUT, ("seems to hang",))),
+    kind("exit_at_import", "vector_add", (FAIL, ("raised SystemExit(0)", "must not exit")),
+         (FAIL, ("raised SystemExit(0)",))),
+    kind("hang_everywhere", "vector_add", (TIMEOUT, ("case 'tiny'", "seems to hang")), (TIMEOUT, ("seems to hang",))),
+    kind("empty_kernel", "vector_add", NOTHING_WRITTEN, NOTHING_WRITTEN),
+    kind("cached_outputs", "vector_add", (FAIL, ("case 'tiny again'", "never written")), (FAIL, ("tiny again",))),
+    kind("input_mutation", "vector_add", (FAIL, ("changed the input `x`",)), (FAIL, ("changed the input `x`",))),
+    kind("nan_injection", "vector_add", (FAIL, ("NaN computed by the kernel",)), (FAIL, ("NaN computed",))),
+    kind("torch_compute", "vector_add", (FAIL, ("torch compute in the launcher", "torch `add`")),
+         (FAIL, ("torch compute in the launcher",))),
+    kind("unmasked_loads", "vector_add", (FAIL, ("out-of-bounds access", "tl.load had no mask")),
+         (FAIL, ("out-of-bounds access",))),
+    # on a GPU the stores past the end change the guard elements, or fault: FAIL or CRASH
+    kind("no_masks", "vector_add", (FAIL, ("out-of-bounds access", "had no mask")), (FAIL, ("out-of-bounds",))),
+    kind("fake_pass", "vector_add", (FAIL, ("elements are wrong",)), (FAIL, ("elements are wrong",))),
+    kind("eq_always_true", "op_costs", (FAIL, ("returned a Anything", "plain numbers")),
+         (FAIL, ("returned a Anything",))),
+]
+# fmt: on
+SLOW = {"hang_everywhere", "signal_handler", "hard_exit", "hard_exit_via_torch", "thread_left_running"}
+
+
+def text(result: grader.TaskResult) -> str:
+    return "\n".join([result.summary, *result.details])
+
+
+GPU_ONLY_SAYS = {"no_masks": ((FAIL, CRASH), ())}  # what a GPU reports where it differs from the interpreter
+
+
+def check(result: grader.TaskResult, expected, name: str = "") -> None:
+    status, pieces = expected
+    if runtime.is_gpu() and name in GPU_ONLY_SAYS:
+        statuses, pieces = GPU_ONLY_SAYS[name]
+        assert result.status in statuses, text(result)
+    else:
+        assert result.status == status, text(result)
+    for piece in pieces:
+        assert piece in text(result), f"expected {piece!r} in:\n{text(result)}"
+    assert result.cases_passed < max(result.cases_total, 1)
+
+
+@pytest.mark.parametrize(("name", "task", "on", "off"), KINDS)
+def test_hostile_kind_scores_nothing(name, task, on, off):
+    timeout = LIMIT if name in SLOW else None
+    check(grader.grade_task(task, HOSTILE / name, SEED, timeout=timeout), on, name)
+
+
+@pytest.mark.parametrize(("name", "task", "on", "off"), KINDS)
+def test_hostile_kind_scores_nothing_past_the_precheck(name, task, on, off):
+    timeout = LIMIT if name in SLOW else None
+    check(grader.grade_task(task, HOSTILE / name, SEED, timeout=timeout, check_source=False), off, name)
+
+
+def test_every_hostile_kind_is_listed():
+    on_disk = {path.parent.name for path in HOSTILE.glob("*/*.py")}
+    assert on_disk == {p.values[0] for p in KINDS}
+    assert len(on_disk) >= 16
+
+
+def test_patching_in_the_worker_leaves_the_protected_process_alone(tmp_path):
+    """The worker imported and patched course_lib.compare; this process's compare is untouched."""
+    from course_lib import compare
+
+    before = compare.compare
+    grader.grade_task("vector_add", HOSTILE / "patch_compare", SEED, check_source=False)
+    assert compare.compare is before
+    assert not (Path.cwd() / "grades.csv").exists()
+
+
+@pytest.mark.parametrize("task", ["vector_add", "vector_copy"])
+def test_honest_controls_keep_full_marks(task):
+    result = grader.grade_task(task, GOOD / "controls", SEED)
+    assert result.status == PASS, text(result)
+    assert result.cases_passed == result.cases_total > 0
+
+
+def _hang_everywhere(folder: Path) -> None:
+    """A task file for every task whose functions loop forever."""
+    for spec in tasks.all_tasks():
+        names = {spec.entry} | ({"vector_add_cost", "matmul_cost", "row_softmax_cost", "bias_gelu_cost",
+                                 "bound", "floor_ms"} if spec.call_case else set())  # fmt: skip
+        body = "".join(f"def {n}(*args, **kwargs):\n    while True:\n        pass\n\n\n" for n in sorted(names))
+        (folder / f"{spec.name}.py").write_text(f'"""Hangs in every function."""\n\n\n{body}')
+
+
+@requires_interpreter  # on one GPU the tasks are graded one at a time, each worker spawned afresh
+def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
+    """The time limits follow the reference solutions' times, so a hang is reported in seconds.
+    Target: under 3 minutes on 2 cores for every task (the solutions are timed first if needed)."""
+    _hang_everywhere(tmp_path)
+    start = time.perf_counter()
+    results = grader.grade([t.name for t in tasks.all_tasks()], source=tmp_path, seed=SEED, jobs=2)
+    seconds = time.perf_counter() - start
+    print(f"check --all on a submission that hangs in every task: {seconds:.0f} s")
+    assert all(r.status == TIMEOUT for r in results), [(r.task, r.status, r.summary) for r in results]
+    assert seconds < 180
