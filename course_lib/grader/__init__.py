@@ -64,17 +64,20 @@ def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = Non
     fallback = limits.Limits(spec.timeout_s, spec.timeout_s, spec.timeout_s, 4 * spec.timeout_s, "the task's default")
     if not sha:
         return fallback
+    timing = worker.mode == runtime.GPU and perf_wanted()
+    mode = f"{worker.mode}-timed" if timing else worker.mode  # a GPU's timing step is a step of its own
     with _CALIBRATING_LOCK:
-        lock = _CALIBRATING.setdefault(f"{worker.mode}:{spec.name}", threading.Lock())
+        lock = _CALIBRATING.setdefault(f"{mode}:{spec.name}", threading.Lock())
     with lock:
-        timed = limits.read(worker.mode, spec.name, sha)
+        timed = limits.read(mode, spec.name, sha)
         if timed is None:
             clock = limits.StepClock()
-            result = run_task(spec, solution_dir, 0, limits.GENEROUS, worker, clock=clock)
+            # timed as it is graded, the GPU's timing step too
+            result = run_task(spec, solution_dir, 0, limits.GENEROUS, worker, clock=clock, perf=timing)
             if not result.passed:
                 return fallback
             timed = clock.timed()
-            limits.write(worker.mode, spec.name, sha, timed)
+            limits.write(mode, spec.name, sha, timed)
     return timed.limits()
 
 

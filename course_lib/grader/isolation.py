@@ -351,7 +351,12 @@ def _one_case(spec, case, case_seed: int, ask, limits: Limits) -> case_tools.Out
 
 def _hung(spec, result: TaskResult, phase: str, limits: Limits, whole_task: bool) -> TaskResult:
     result.status = TIMEOUT
-    limit = limits.task_s if whole_task else (limits.load_s if phase == "loading the file" else limits.case_s)
+    if whole_task:
+        limit = limits.task_s
+    elif phase == "loading the file":
+        limit = limits.load_s
+    else:
+        limit = limits.case_s if phase.startswith("case") else limits.extra_s
     what = "the task as a whole" if whole_task else phase
     result.summary = (
         f"no result after {limit:.0f} s for {what}: the kernel or launcher seems to hang "
