@@ -156,6 +156,12 @@ def _cmd_sync(args) -> int:
     return 0
 
 
+TIMEOUT_HELP = (
+    "seconds for each step (loading the file, each case) before it counts as hung; default: 10x the "
+    "reference solution's time on this machine + 15 s"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m course_lib", description="Fast GPU kernels in Triton: course tools.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -170,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--source", help="grade the task files in this folder instead")
     c.add_argument("--json", action="store_true", help="results as JSON")
     c.add_argument("--seed", type=int, help="base seed of the random inputs (printed on failure)")
-    c.add_argument("--timeout", type=float, help="seconds per task before it counts as hung")
+    c.add_argument("--timeout", type=float, help=TIMEOUT_HELP)
     c.add_argument("--jobs", type=int, help="tasks graded at once (default: up to 4)")
 
     g = sub.add_parser("grade", help="grade every learner folder under SUBMISSIONS_DIR (SUBMISSIONS_DIR/<learner>/)")
@@ -187,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the rows of the existing --out file whose file and seed are unchanged; grade the rest",
     )  # fmt: skip
     g.add_argument("--seed", type=int, help="base seed of the inputs (with --resume: default, the recorded one)")
-    g.add_argument("--timeout", type=float, help="seconds per task before it counts as hung")
+    g.add_argument("--timeout", type=float, help=TIMEOUT_HELP)
     g.add_argument("--jobs", type=int, help="tasks graded at once (GPU mode: default one per GPU)")
     g.add_argument("--quiet", action="store_true", help="no progress bar, no line per learner")
     g.add_argument("--verbose", action="store_true", help="print each learner's full report")

@@ -18,11 +18,20 @@ def test_limits_scale_the_solutions_steps_with_a_floor():
     assert "reference solution" in got.origin
 
 
+def test_each_case_has_the_limit_of_its_own_solution_time():
+    """A hang in a tiny first case is caught after about the floor, not after the slowest case's limit."""
+    got = limits.Timed(load_s=0.5, case_s=3.0, extra_s=0.0, task_s=5.0, cases_s=(0.01, 3.0)).limits()
+    assert got.for_case(0) == limits.FACTOR * 0.01 + limits.FLOOR_S
+    assert got.for_case(1) == limits.FACTOR * 3.0 + limits.FLOOR_S
+    assert got.for_case(5) == got.case_s  # a hidden case beyond the timed ones: the slowest case's limit
+
+
 def test_cached_times_are_used_and_a_changed_solution_is_timed_again(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path))
     sha = isolation.file_sha256(ROOT / "solutions" / "vector_add.py")
-    limits.write("cpu", "vector_add", sha, limits.Timed(0.2, 0.1, 0.0, 1.0))
-    assert limits.read("cpu", "vector_add", sha) == limits.Timed(0.2, 0.1, 0.0, 1.0)
+    timed = limits.Timed(0.2, 0.1, 0.0, 1.0, (0.05, 0.1))
+    limits.write("cpu", "vector_add", sha, timed)
+    assert limits.read("cpu", "vector_add", sha) == timed
     assert limits.read("cpu", "vector_add", "another solution") is None  # edited: timed afresh
     got = grader.limits_for(tasks.get("vector_add"), isolation.Worker())
     assert got.case_s == limits.FACTOR * 0.1 + limits.FLOOR_S

@@ -259,14 +259,15 @@ def run_task(
 
         def ask(message, limit, kind):
             began = time.perf_counter()
+            wait = min(limit, max(budget - time.monotonic(), 0.5))
             try:
-                answer = session.ask(message, min(limit, max(budget - time.monotonic(), 0.5)), kind)
+                answer = session.ask(message, wait, kind)
                 if clock is not None:
                     clock.add(kind, time.perf_counter() - began)
                 return answer
             except _Late:
-                over = time.monotonic() >= budget
-                raise _Stop(_hung(spec, result, phase, limits, over)) from None
+                over = wait < limit  # the task's whole budget ran out first
+                raise _Stop(_hung(result, phase, wait, limits, over)) from None
             except _Gone:
                 raise _Stop(_ended(result, phase, session.how_it_ended())) from None
 
@@ -279,7 +280,7 @@ def run_task(
         failures = []
         for i, case in enumerate(cases):
             phase = f"case '{case.label}' ({case.describe()})"
-            outcome = _one_case(spec, case, seed + i, ask, limits)
+            outcome = _one_case(spec, case, seed + i, ask, limits.for_case(i))
             if outcome.ok:
                 result.cases_passed += 1
                 continue
@@ -327,10 +328,10 @@ def run_task(
     return result
 
 
-def _one_case(spec, case, case_seed: int, ask, limits: Limits) -> case_tools.Outcome:
+def _one_case(spec, case, case_seed: int, ask, limit: float) -> case_tools.Outcome:
     if spec.call_case is not None:  # a task that is no kernel: a question, answered in plain data
         function, kwargs = spec.call_case(case, case_seed)
-        reply, _ = ask({"kind": "call", "function": function, "kwargs": kwargs}, limits.case_s, "call_done")
+        reply, _ = ask({"kind": "call", "function": function, "kwargs": kwargs}, limit, "call_done")
         if "todo" in reply:
             return case_tools.Outcome.failed(str(reply["todo"]), status=TODO)
         ok, summary, details = spec.judge_call(case, function, kwargs, reply)
@@ -339,7 +340,7 @@ def _one_case(spec, case, case_seed: int, ask, limits: Limits) -> case_tools.Out
     with SharedCase(prepared.tensors) as shared:
         prepared.tensors = shared.tensors
         message = {"kind": "case", "shared": shared.message, "order": prepared.order, "values": prepared.values}
-        reply, data = ask(message, limits.case_s, "case_done")
+        reply, data = ask(message, limit, "case_done")
         returned = None
         if data is not None:
             try:
@@ -349,17 +350,11 @@ def _one_case(spec, case, case_seed: int, ask, limits: Limits) -> case_tools.Out
         return case_tools.judge(spec, case, prepared, reply, returned)
 
 
-def _hung(spec, result: TaskResult, phase: str, limits: Limits, whole_task: bool) -> TaskResult:
+def _hung(result: TaskResult, phase: str, waited: float, limits: Limits, whole_task: bool) -> TaskResult:
     result.status = TIMEOUT
-    if whole_task:
-        limit = limits.task_s
-    elif phase == "loading the file":
-        limit = limits.load_s
-    else:
-        limit = limits.case_s if phase.startswith("case") else limits.extra_s
     what = "the task as a whole" if whole_task else phase
     result.summary = (
-        f"no result after {limit:.0f} s for {what}: the kernel or launcher seems to hang "
+        f"no result after {waited:.0f} s for {what}: the kernel or launcher seems to hang "
         "(a loop that never ends, or a grid far too large)"
     )
     result.details = [f"time limits: {limits.describe()}"]

@@ -29,10 +29,14 @@ GENEROUS_S = 300.0  # per step while the solution itself is timed
 @dataclass(frozen=True)
 class Limits:
     load_s: float  # importing the task file (Triton decorators, module-level code)
-    case_s: float  # one case: the launch (compilation included) and its report
+    case_s: float  # one case (the slowest): the launch (compilation included) and its report
     extra_s: float  # the task's checks after the cases (autotuning checks, timing on a GPU)
     task_s: float  # everything together
     origin: str = "given"
+    cases_s: tuple = ()  # each case's own limit, in the order the cases run (hidden cases: case_s)
+
+    def for_case(self, index: int) -> float:
+        return self.cases_s[index] if index < len(self.cases_s) else self.case_s
 
     def describe(self) -> str:
         return f"{self.load_s:.0f} s to load, {self.case_s:.0f} s a case, {self.task_s:.0f} s in all ({self.origin})"
@@ -51,9 +55,10 @@ class Timed:
     """How long the reference solution took for each step, in seconds."""
 
     load_s: float
-    case_s: float
+    case_s: float  # the slowest case
     extra_s: float
     task_s: float
+    cases_s: tuple = ()  # each case, in order: a hang in a tiny first case is caught in seconds
 
     def limits(self) -> Limits:
         scale = lambda s: FACTOR * s + FLOOR_S
@@ -63,6 +68,7 @@ class Timed:
             scale(self.extra_s),
             scale(self.task_s),
             f"{FACTOR:g}x the reference solution's time on this machine + {FLOOR_S:g} s",
+            tuple(scale(s) for s in self.cases_s),
         )
 
 
@@ -99,7 +105,8 @@ def read(mode: str, task: str, solution_sha: str) -> Timed | None:
     if not isinstance(entry, dict) or entry.get("solution_sha256") != solution_sha:
         return None
     try:
-        return Timed(*(float(entry[k]) for k in ("load_s", "case_s", "extra_s", "task_s")))
+        steps = (float(entry[k]) for k in ("load_s", "case_s", "extra_s", "task_s"))
+        return Timed(*steps, tuple(float(s) for s in entry.get("cases_s", [])))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -123,16 +130,18 @@ class StepClock:
     """Collects the time of each step while the solution is graded (see ``isolation.run_task``)."""
 
     def __init__(self):
-        self.load_s = self.case_s = self.extra_s = 0.0
+        self.load_s = self.extra_s = 0.0
+        self.cases: list[float] = []
         self.start = time.perf_counter()
 
     def add(self, kind: str, seconds: float) -> None:
         if kind == "loaded":
             self.load_s += seconds
         elif kind in ("case_done", "call_done"):
-            self.case_s = max(self.case_s, seconds)
+            self.cases.append(seconds)
         else:
             self.extra_s += seconds
 
     def timed(self) -> Timed:
-        return Timed(self.load_s, self.case_s, self.extra_s, time.perf_counter() - self.start)
+        slowest = max(self.cases, default=0.0)
+        return Timed(self.load_s, slowest, self.extra_s, time.perf_counter() - self.start, tuple(self.cases))
