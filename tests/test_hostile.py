@@ -55,6 +55,9 @@ KINDS = [
          (FAIL, ("raised SystemExit(0)",))),
     kind("hang_everywhere", "vector_add", (TIMEOUT, ("case 'tiny'", "seems to hang")), (TIMEOUT, ("seems to hang",))),
     kind("empty_kernel", "vector_add", NOTHING_WRITTEN, NOTHING_WRITTEN),
+    # the CPU-mode worker's memory limit (COURSE_CHILD_MEMORY_GB): the allocation fails, plainly
+    kind("memory_bomb", "vector_add", (FAIL, ("the launcher raised RuntimeError",)),
+         (FAIL, ("the launcher raised RuntimeError",)), marks=requires_interpreter),
     kind("cached_outputs", "vector_add", (FAIL, ("case 'tiny again'", "never written")), (FAIL, ("tiny again",))),
     kind("input_mutation", "vector_add", (FAIL, ("changed the input `x`",)), (FAIL, ("changed the input `x`",))),
     kind("nan_injection", "vector_add", (FAIL, ("NaN computed by the kernel",)), (FAIL, ("NaN computed",))),
