@@ -79,6 +79,11 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
+def _count(n: int, one: str, many: str) -> str:
+    """'1 element was', '3 elements were': a count with its noun (and verb) agreeing."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     idx = []
     for s in reversed(shape):
@@ -128,15 +133,19 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
     if n_unwritten:
         first = _index(int(torch.nonzero(unwritten)[0]), shape)
         details.append(
-            f"{n_unwritten} elements were never written (they still hold the NaN the grader put there "
+            f"{_count(n_unwritten, 'element was', 'elements were')} never written (they still hold the NaN the "
+            "grader put there "
             f"before the launch); the first at index {first}."
         )
     if n_computed_nan:
         first = _index(int(torch.nonzero(nan & ~unwritten)[0]), shape)
-        details.append(f"{n_computed_nan} elements are NaN computed by the kernel; the first at index {first}.")
+        details.append(
+            f"{_count(n_computed_nan, 'element is', 'elements are')} NaN computed by the kernel; the first at index "
+            f"{first}."
+        )
     inf_vs_finite = int((torch.isinf(g) & ~torch.isinf(e)).sum())
     if inf_vs_finite:
-        details.append(f"{inf_vs_finite} elements are inf where the reference is finite.")
+        details.append(f"{_count(inf_vs_finite, 'element is', 'elements are')} inf where the reference is finite.")
     if int(inf.sum()) > inf_vs_finite:
         details.append(
             f"{int(inf.sum()) - inf_vs_finite} elements are infinite with the other sign than the reference."

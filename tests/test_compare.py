@@ -100,7 +100,7 @@ def test_inf_where_the_reference_is_finite_fails(value):
     got[5] = value
     verdict = compare(got, expected, DEFAULT_TOLERANCE[torch.float32])
     assert not verdict.ok
-    assert any("1 elements are inf where the reference is finite" in line for line in verdict.details)
+    assert any("1 element is inf where the reference is finite" in line for line in verdict.details)
 
 
 def test_all_inf_output_fails_with_a_message():
