@@ -1,0 +1,437 @@
+"""Chapter 06: matmul. Output tiles, tl.dot into a float32 accumulator, and programs ordered in L2 groups.
+
+A case's shape is (M, N, K): a is (M, K), b is (K, N), out is (M, N).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import runtime
+from . import DEFAULT_TOLERANCE, Case, TaskSpec, Tolerance, output_like, random_tensor, register
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+
+
+# --------------------------------------------------------------------------------------------------
+# inputs, reference, cases, tolerance: the same for both tasks
+
+
+def _operand(case: Case, gen: torch.Generator, rows: int, cols: int, transposed: bool, row_pad: int, scale: float):
+    """A (rows, cols) operand: contiguous, a view of a wider matrix (row_pad), or the transpose of a
+    contiguous (cols, rows) matrix, so that its strides are (1, rows)."""
+    if transposed:
+        return random_tensor(case, gen, shape=(cols, rows), scale=scale).t()
+    return random_tensor(case, gen, shape=(rows, cols), scale=scale, row_pad=row_pad)
+
+
+def matmul_inputs(case: Case, gen: torch.Generator) -> dict:
+    M, N, K = case.shape
+    opts = case.options
+    # entries of a and b with variance K^-1/2: every element of out is a sum of K products of
+    # variance 1/K, so out ~ N(0, 1) at any depth and one tolerance serves every K
+    scale = K**-0.25
+    return {
+        "a": _operand(case, gen, M, K, opts.get("a_transposed", False), opts.get("a_row_pad", 0), scale),
+        "b": _operand(case, gen, K, N, opts.get("b_transposed", False), opts.get("b_row_pad", 0), scale),
+        "out": output_like(case, gen, shape=(M, N), row_pad=opts.get("out_row_pad", 0)),
+    }
+
+
+def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # read M*K + K*N elements; write M*N elements; 2*M*N*K FLOPs
+    return a @ b
+
+
+def _matmul_cases(mode: str) -> list[Case]:
+    transposed_b = (("b_transposed", True),)
+    both_transposed = (("a_transposed", True), ("b_transposed", True))
+    wider_rows = (("a_row_pad", 3), ("b_row_pad", 5), ("out_row_pad", 7))
+    rows = [
+        ((1, 1, 1), F32, "tiny", ()),
+        ((3, 5, 2), F16, "tiny", ()),
+        ((33, 47, 65), F32, "tail", ()),  # no multiple of any block size in M, N or K
+        ((100, 37, 129), F16, "tail", ()),
+        ((128, 128, 100), F32, "K tail", ()),  # whole tiles in M and N; the last K step sticks out
+        # 128 K steps of 64: a running sum kept in fp16 rounds at every step, 1.6e-3 to 1.7e-3
+        # relative-norm error (measured, 3 seeds) against 2.1e-4 for a float32 accumulator
+        ((32, 48, 8191), F16, "long K", ()),
+        ((65, 70, 96), F32, "transposed b", transposed_b),  # b = b_t.t(): strides (1, K)
+        ((48, 80, 72), F16, "transposed a and b", both_transposed),
+        ((40, 50, 60), F32, "strided rows", wider_rows),  # rows further apart than their length
+        ((37, 29, 41), F16, "misaligned", ()),
+    ]
+    if mode == runtime.CPU:
+        rows += [((384, 320, 160), F32, "large", ()), ((384, 320, 160), F16, "large", ())]
+    else:
+        rows += [
+            ((2048, 1536, 1029), F32, "large", ()),
+            ((2048, 1536, 1029), F16, "large", ()),
+            ((100, 37, 129), BF16, "tail", ()),
+            ((65, 70, 96), BF16, "transposed b", transposed_b),
+            ((2048, 1536, 1029), BF16, "large", ()),
+        ]
+    # bf16 on a GPU only: course_lib mends the interpreter's bf16 tl.dot, but CPU mode grades fp16 and fp32
+    return [
+        Case(shape, dtype, label, misaligned=label == "misaligned", gpu_only=dtype == BF16, params=params)
+        for shape, dtype, label, params in rows
+    ]
+
+
+# Against a float64 reference, measured on both solutions in CPU mode over the cases above, 3 seeds
+# each (out ~ N(0, 1)):
+# * float32, exact products (input_precision="ieee"): relative-norm error at most 1.4e-7, largest
+#   element error 1.3e-6 (2.4e-7 and 1.4e-6 at K = 4099). TF32, Triton's default for float32 on a
+#   GPU, gives about 5e-4 and fails here on purpose: the solutions multiply float32 exactly.
+# * float16 with a float32 accumulator: one rounding of the result, 2.1e-4 relative-norm error (2.4e-4
+#   on 15 elements; never more than 2^-11 = 4.9e-4 per element); a running sum kept in fp16 reaches
+#   1.6e-3 to 1.7e-3 on the long-K case and fails it.
+# * bfloat16 (GPU cases, not measured yet): one rounding, about 1.7e-3 expected; the default limit, 8e-3, stands.
+MATMUL_TOLERANCE = dict(DEFAULT_TOLERANCE)
+MATMUL_TOLERANCE[F32] = Tolerance(rtol=1e-5, atol=1e-5, norm=1e-5)
+MATMUL_TOLERANCE[F16] = Tolerance(rtol=2e-3, atol=1e-5, norm=5e-4)
+
+
+def _as_if_contiguous(t: torch.Tensor) -> torch.Tensor:
+    """The values a kernel reads from the transpose of a contiguous matrix when it takes the row
+    stride for the row length and 1 for the column stride: the memory, in order, in t's shape."""
+    return t.t().reshape(t.shape)
+
+
+def _matmul_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
+    """Name the mistake a wrong output matches: a transposed operand read as if it were contiguous."""
+    from ..compare import close_enough
+
+    a, b = inputs["a"], inputs["b"]
+    tol = MATMUL_TOLERANCE[case.dtype]
+    opts = case.options
+    for name, a_read, b_read in (
+        ("b", a, _as_if_contiguous(b)),
+        ("a", _as_if_contiguous(a), b),
+        ("a and b", _as_if_contiguous(a), _as_if_contiguous(b)),
+    ):
+        if all(opts.get(f"{x}_transposed") for x in name.split(" and ")) and close_enough(got, a_read @ b_read, tol):
+            shown = {"a": f"a.stride() = (1, {a.shape[0]})", "b": f"b.stride() = (1, {b.shape[0]})"}
+            strides = ", ".join(shown[x] for x in name.split(" and "))
+            return (
+                f"the output is a @ b with {name} read as if contiguous (row stride = row length, column "
+                f"stride 1), but {name} here {'is a transposed view' if len(name) == 1 else 'are transposed views'} "
+                f"({strides}): pass each tensor's own strides, x.stride(0) and x.stride(1), and use both"
+            )
+    return None
+
+
+def _matmul_flops(case: Case) -> int:
+    M, N, K = case.shape
+    return 2 * M * N * K
+
+
+def _matmul_bytes(case: Case) -> int:
+    M, N, K = case.shape
+    return (M * K + K * N + M * N) * torch.empty((), dtype=case.dtype).element_size()
+
+
+BENCH_CASES = [
+    Case((8192, 8192, 8192), BF16, "bench"),
+    Case((4096, 4096, 4096), BF16, "bench"),
+    Case((8192, 8192, 512), BF16, "bench"),  # short K: the epilogue and the start-up weigh more
+]
+
+
+def _spec(**fields) -> TaskSpec:
+    return TaskSpec(
+        chapter="06",
+        make_inputs=matmul_inputs,
+        reference=matmul_reference,
+        cases=_matmul_cases,
+        tolerance=MATMUL_TOLERANCE,
+        diagnose=_matmul_diagnose,
+        bytes_moved=_matmul_bytes,
+        flops=_matmul_flops,
+        tensor_cores=True,
+        bench_cases=list(BENCH_CASES),
+        **fields,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# tiled matmul
+
+register(
+    _spec(
+        name="tiled_matmul",
+        title="out = a @ b by output tiles: tl.dot into a float32 accumulator (cases: (M, N, K))",
+        entry="tiled_matmul",
+        hints=[
+            "Each program computes one BLOCK_M x BLOCK_N tile of out. On a 1-D grid of "
+            "cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs numbered along the rows of tiles, program pid "
+            "owns tile-row pid_m = pid // n_col_tiles and tile-column pid_n = pid % n_col_tiles, with "
+            "n_col_tiles = tl.cdiv(N, BLOCK_N); its rows are pid_m * BLOCK_M + tl.arange(0, BLOCK_M), its "
+            "columns likewise. The tile is a sum over K: walk K in steps of BLOCK_K.",
+            "Address every tensor through its strides, never its shape: element (m, k) of a sits at "
+            "a_ptr + m * stride_am + k * stride_ak, and the launcher passes a.stride(0), a.stride(1), "
+            "b.stride(0), b.stride(1), out.stride(0), out.stride(1). A transposed view such as b = c.t() "
+            "has strides (1, K), and one case hands you exactly that. After each step move the slices "
+            "on: a_ptrs += BLOCK_K * stride_ak, b_ptrs += BLOCK_K * stride_bk.",
+            "Masks: the last K step may stick out past K, so mask both loads on k < K - k0 with other=0.0 "
+            "(zeros add nothing to the sum). Rows past M and columns past N must not be loaded or stored: "
+            "mask them too, or wrap them (rows % M) so their loads stay inside a, and mask the store with "
+            "(rows[:, None] < M) & (cols[None, :] < N).",
+            "Accumulate in float32: acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), then "
+            "acc = tl.dot(a, b, acc) each step, and cast once on the store (acc.to(out_ptr.dtype.element_ty)); "
+            "a running sum kept in fp16 rounds at every step and fails the long-K case. For float32 inputs "
+            'pass input_precision="ieee": the default on a GPU, TF32, keeps only 10 bits of each input. '
+            "tl.dot needs block sizes of at least 16; 128 x 128 x 64 with 8 warps and 3 stages is fast on "
+            "an H200.",
+        ],
+    )
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# grouped ordering: the structural check
+
+# The output the ordering check launches on: 19 x 5 tiles of 128 x 128 (groups of 8: 8 + 8 + 3
+# tile-rows), 38 x 10 tiles of 64 x 64. K is one short step: the order is the point, not the sum.
+PROBE_SHAPE = (2432, 640, 16)  # (M, N, K)
+
+
+def _program() -> tuple[int | None, list[int] | None]:
+    """The running program's number in the interpreter's order (x slowest, z fastest), and the grid."""
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "interpreter_builder", None)
+    index, dims = getattr(builder, "grid_idx", None), getattr(builder, "grid_dim", None)
+    if index is None or dims is None:
+        return None, None
+    (x, y, z), (_, gy, gz) = index, dims
+    return (int(x) * int(gy) + int(y)) * int(gz) + int(z), [int(d) for d in dims]
+
+
+class _StoreOrder:
+    """An access listener (course_lib.hooks.access_listeners): for every store into ``out``, the row
+    and column of its first element, grouped by launch (an autotuner launches once per config)."""
+
+    def __init__(self, out: torch.Tensor):
+        self.base = out.data_ptr()
+        self.itemsize = out.element_size()
+        self.end = self.base + out.numel() * self.itemsize
+        self.n_cols = out.shape[1]  # out is contiguous
+        self.launches: list[dict] = []
+        self.last_pid: int | None = None
+
+    def __call__(self, kind, kernel, addresses, active, itemsize) -> None:
+        import numpy as np
+
+        if kind != "store":
+            return
+        live = np.asarray(addresses, dtype=np.uint64)[np.asarray(active, dtype=bool)]
+        live = live[(live >= self.base) & (live < self.end)]
+        if live.size == 0:
+            return
+        offsets = (live - np.uint64(self.base)) // np.uint64(self.itemsize)
+        corner = [int((offsets // self.n_cols).min()), int((offsets % self.n_cols).min())]
+        pid, grid = _program()
+        if pid is None:  # no program number to go by: every launch stores tile (0, 0)
+            new_launch = not self.launches or corner == [0, 0]
+        else:
+            new_launch = self.last_pid is None or pid < self.last_pid
+        if new_launch:
+            self.launches.append({"kernel": str(kernel), "grid": grid, "stores": []})
+        self.launches[-1]["stores"].append(corner)
+        self.last_pid = pid
+
+
+def probe_order(module, entry) -> dict:
+    """In the worker: run the learner's launcher once on PROBE_SHAPE and record which output tile each
+    program stores, in the order the interpreter runs the programs (program-id order). Plain data,
+    judged by ``judge_order``. On a GPU no store can be seen: the facts say so."""
+    if not runtime.is_cpu():
+        return {"mode": runtime.GPU}
+    from .. import hooks
+
+    M, N, K = PROBE_SHAPE
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(M, K, generator=gen).to(F16)
+    b = torch.randn(K, N, generator=gen).to(F16)
+    out = torch.empty(M, N, dtype=F16)
+    listener = _StoreOrder(out)
+    hooks.access_listeners.append(listener)
+    try:
+        entry(a=a, b=b, out=out)
+    finally:
+        hooks.access_listeners.remove(listener)
+    last = listener.launches[-1] if listener.launches else {"kernel": "", "grid": None, "stores": []}
+    return {"mode": runtime.CPU, "shape": [M, N], "launches": len(listener.launches), **last}
+
+
+def grouped_order(n_row_tiles: int, n_col_tiles: int, group_m: int) -> list[tuple[int, int]]:
+    """(tile-row, tile-column) of programs 0, 1, 2, ... in groups of ``group_m`` tile-rows, the
+    tile-row changing fastest within a group; the last group holds the tile-rows that are left.
+    group_m = 1 is the plain row-by-row order."""
+    order = []
+    for first in range(0, n_row_tiles, group_m):
+        height = min(group_m, n_row_tiles - first)
+        order += [(first + r, c) for c in range(n_col_tiles) for r in range(height)]
+    return order
+
+
+def _tiles(stores: list) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Each store's (tile-row, tile-column), from the rank of its first row and column among all."""
+    row_starts = sorted({int(r) for r, _ in stores})
+    col_starts = sorted({int(c) for _, c in stores})
+    row_rank = {r: i for i, r in enumerate(row_starts)}
+    col_rank = {c: i for i, c in enumerate(col_starts)}
+    return [(row_rank[int(r)], col_rank[int(c)]) for r, c in stores], row_starts, col_starts
+
+
+def _shown(order: list[tuple[int, int]], n: int = 12) -> str:
+    return ", ".join(f"({r}, {c})" for r, c in order[:n]) + (", ..." if len(order) > n else "")
+
+
+_GROUPED = (
+    "Number them in groups of GROUP_M tile-rows: program pid belongs to group pid // (GROUP_M * "
+    "n_col_tiles), and within a group the tile-row changes fastest: (0, 0), (1, 0), ..., "
+    "(GROUP_M - 1, 0), (0, 1), (1, 1), ...; the last group holds the tile-rows that are left."
+)
+
+
+def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
+    """In the grader's process: are the output tiles visited in groups of tile-rows?"""
+    if facts.get("mode") == runtime.GPU:
+        return [
+            (
+                True,
+                "ordering checked in CPU mode",
+                [
+                    "The order of the programs is checked in CPU mode, where the interpreter sees every store: "
+                    "COURSE_MODE=cpu python -m course_lib check grouped_matmul"
+                ],
+            )
+        ]
+    M, N = (int(v) for v in facts.get("shape", PROBE_SHAPE[:2]))
+    stores = list(facts.get("stores") or [])
+    where = f"a {M} x {N} output (K = {PROBE_SHAPE[2]})"
+    if not stores:
+        return [(False, f"no program stored into out when the launcher ran on {where}", [])]
+    grid = facts.get("grid")
+    if grid and (int(grid[1]) > 1 or int(grid[2]) > 1):
+        return [
+            (
+                False,
+                f"the grid has {sum(int(g) > 1 for g in grid)} dimensions {tuple(int(g) for g in grid)}: the "
+                "grouped order needs a 1-D grid",
+                [
+                    "Programs start in the order of their number; on a 2-D grid that order is fixed by the grid",
+                    "(row by row, or column by column), not by you. Launch cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)",
+                    "programs on a 1-D grid and compute (pid_m, pid_n) from tl.program_id(0).",
+                ],
+            )
+        ]
+    order, row_starts, col_starts = _tiles(stores)
+    n_rows, n_cols = len(row_starts), len(col_starts)
+    block = f"{row_starts[1] if n_rows > 1 else M} x {col_starts[1] if n_cols > 1 else N}"
+    seen = f"on {where}: {n_rows} x {n_cols} tiles of {block}"
+    if len(set(order)) != len(order) or len(order) != n_rows * n_cols:
+        return [
+            (
+                False,
+                f"the programs did not store each of the {n_rows} x {n_cols} output tiles once ({seen})",
+                [f"tiles in the order they were stored: {_shown(order, 24)}"],
+            )
+        ]
+    if n_rows < 2 or n_cols < 2:
+        return [
+            (
+                False,
+                f"the order of the programs cannot be seen with {n_rows} x {n_cols} tiles ({seen})",
+                ["Use BLOCK_M and BLOCK_N of at most 256, so the output is several tiles in each direction."],
+            )
+        ]
+    if order == grouped_order(n_rows, n_cols, 1):
+        return [
+            (
+                False,
+                "programs are numbered row by row: consecutive programs sweep a whole row of B's tiles "
+                "before moving down (no grouping)",
+                [
+                    f"Seen {seen}; programs 0, 1, 2, ... stored tiles {_shown(order)}.",
+                    "On a GPU a wave of programs then reads one or two tile-rows of a but every tile-column",
+                    "of b: b streams through L2 again for each tile-row.",
+                    _GROUPED,
+                ],
+            )
+        ]
+    group_m = 0
+    while group_m < len(order) and order[group_m] == (group_m, 0):
+        group_m += 1
+    if group_m >= n_rows and order == grouped_order(n_rows, n_cols, n_rows):
+        return [
+            (
+                False,
+                "programs are numbered column by column: consecutive programs go down a whole column of "
+                "tiles, reading every tile-row of a for each tile-column of b",
+                [
+                    f"Seen {seen}; programs 0, 1, 2, ... stored tiles {_shown(order)}.",
+                    f"Groups as tall as the whole output are no groups: make GROUP_M smaller than its {n_rows} "
+                    "tile-rows (8 is usual).",
+                    _GROUPED,
+                ],
+            )
+        ]
+    if group_m >= 2 and order == grouped_order(n_rows, n_cols, group_m):
+        return [
+            (
+                True,
+                "programs run in groups of tile-rows",
+                [
+                    f"grouped order: groups of {group_m} tile-rows; programs 0 to {group_m * n_cols - 1} cover "
+                    f"tile-rows 0 to {group_m - 1} ({seen})"
+                ],
+            )
+        ]
+    expected = grouped_order(n_rows, n_cols, max(group_m, 2))
+    first_wrong = next(i for i, (got, want) in enumerate(zip(order, expected)) if got != want)
+    return [
+        (
+            False,
+            "the output tiles are visited neither row by row nor in groups of tile-rows",
+            [
+                f"Seen {seen}; programs 0, 1, 2, ... stored tiles {_shown(order)}.",
+                f"In groups of {max(group_m, 2)} tile-rows they would be {_shown(expected)};",
+                f"the first difference is program {first_wrong}: tile {order[first_wrong]} instead of "
+                f"{expected[first_wrong]}.",
+                _GROUPED,
+            ],
+        )
+    ]
+
+
+register(
+    _spec(
+        name="grouped_matmul",
+        title="out = a @ b with programs numbered in L2 groups of tile-rows, autotuned (cases: (M, N, K))",
+        entry="grouped_matmul",
+        probe=f"{__name__}:probe_order",
+        judge=judge_order,
+        hints=[
+            "The tile itself is tiled_matmul's; what changes is which tile each program number gets. A GPU "
+            "starts programs roughly in number order, some hundreds at a time. Row by row, those programs "
+            "share one or two tile-rows of a but need every tile-column of b; in groups of GROUP_M "
+            "tile-rows, they share GROUP_M tile-rows of a and a few tile-columns of b, which stay in L2.",
+            "With programs_per_group = GROUP_M * n_col_tiles, program pid is in group "
+            "pid // programs_per_group, whose first tile-row is group * GROUP_M. Its position inside the "
+            "group, pid % programs_per_group, gives the tile-row (position modulo the group's height, added "
+            "to the first tile-row) and the tile-column (position divided by the group's height): the "
+            "tile-row changes fastest.",
+            "The last group is shorter when the tile-rows do not divide into groups of GROUP_M: its height "
+            "is tl.minimum(n_row_tiles - first_tile_row, GROUP_M). With GROUP_M there instead, some tiles "
+            "get no program and some programs point past the output.",
+            "Autotune: wrap the kernel in triton.autotune(configs=[triton.Config({'BLOCK_M': 128, "
+            "'BLOCK_N': 128, 'BLOCK_K': 64, 'GROUP_M': 8}, num_warps=8, num_stages=3), ...], key=['M', 'N', "
+            "'K']) and let the grid follow the chosen config: grid = lambda meta: (triton.cdiv(M, "
+            "meta['BLOCK_M']) * triton.cdiv(N, meta['BLOCK_N']),). Keep the grid 1-D: in CPU mode the "
+            "grader records the order in which your programs store their tiles.",
+        ],
+    )
+)
