@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,8 +156,8 @@ def canary_gpu_compile() -> Finding:
         torch.cuda.synchronize()
         ok = torch.equal(out, torch.arange(16, dtype=torch.float32, device="cuda"))
     except Exception as e:
-        return Finding(BAD, "compile and run a kernel on the GPU", f"{type(e).__name__}: {e}")
-    return Finding(OK if ok else BAD, "compile and run a kernel on the GPU", "" if ok else "wrong result")
+        return Finding(BAD, "a kernel on the GPU", f"{type(e).__name__}: {e}")
+    return Finding(OK if ok else BAD, "a kernel on the GPU", "" if ok else "wrong result")
 
 
 def run() -> list[Finding]:
@@ -209,7 +210,7 @@ def run() -> list[Finding]:
         detail = f"{len(report.unchanged)} untouched, {len(edited) - len(missing)} with your edits"
         if missing:
             detail += f", {len(missing)} missing: run python -m course_lib sync-exercises"
-        found.append(Finding(level, f"exercises in {root / 'exercises'}", detail))
+        found.append(Finding(level, "exercises", f"{detail} ({root / 'exercises'})"))
     else:
         found.append(Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout"))
     try:
@@ -223,11 +224,26 @@ def run() -> list[Finding]:
     return found
 
 
-def format_findings(found: list[Finding]) -> str:
-    width = max(len(f.what) for f in found)
+LINE_WIDTH = 100  # a notebook's output area shows about this many characters before it wraps
+LABEL_WIDTH = 26  # the label column; a longer label gets a line of its own
+
+
+def format_findings(found: list[Finding], width: int = LINE_WIDTH) -> str:
+    """One finding a line: ``[  ok] label  detail``, details wrapped under their column to ``width``."""
+    column = min(max(len(f.what) for f in found), LABEL_WIDTH)
+    indent = " " * (len(f"[{OK:>4}] ") + column + 2)
     lines = []
     for f in found:
-        lines.append(f"[{f.level:>4}] {f.what:<{width}}  {f.detail}".rstrip())
+        head = f"[{f.level:>4}] {f.what}"
+        if not f.detail:
+            lines.append(head)
+            continue
+        if len(f.what) > column:
+            lines.append(head)
+            first = indent
+        else:
+            first = f"[{f.level:>4}] {f.what:<{column}}  "
+        lines += textwrap.wrap(f.detail, width, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False)
     usable = all(f.level != BAD for f in found)
     lines.append("Ready for the course." if usable else "Not ready: fix the FAIL lines above.")
     return "\n".join(lines)

@@ -79,9 +79,16 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
-def _count(n: int, one: str, many: str) -> str:
+def count_of(n: int, one: str, many: str) -> str:
     """'1 element was', '3 elements were': a count with its noun (and verb) agreeing."""
     return f"{n} {one if n == 1 else many}"
+
+
+def _of(k: int, n: int, verb: str) -> str:
+    """'3 of 1000 elements are', and for a one-element output '1 of 1 element is' (``verb``: are, differ)."""
+    if n == 1:
+        return f"{k} of 1 element {'is' if verb == 'are' else verb + 's'}"
+    return f"{k} of {n} elements {verb}"
 
 
 def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -129,26 +136,27 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
     n_unwritten = int(unwritten.sum())
     n_computed_nan = n_nan - n_unwritten
     if n_bad:
-        details.append(f"{n_bad} of {n} elements differ from the reference ({100.0 * n_bad / n:.3g}%).")
+        details.append(f"{_of(n_bad, n, 'differ')} from the reference ({100.0 * n_bad / n:.3g}%).")
     if n_unwritten:
         first = _index(int(torch.nonzero(unwritten)[0]), shape)
         details.append(
-            f"{_count(n_unwritten, 'element was', 'elements were')} never written (they still hold the NaN the "
+            f"{count_of(n_unwritten, 'element was', 'elements were')} never written (they still hold the NaN the "
             "grader put there "
             f"before the launch); the first at index {first}."
         )
     if n_computed_nan:
         first = _index(int(torch.nonzero(nan & ~unwritten)[0]), shape)
         details.append(
-            f"{_count(n_computed_nan, 'element is', 'elements are')} NaN computed by the kernel; the first at index "
+            f"{count_of(n_computed_nan, 'element is', 'elements are')} NaN computed by the kernel; the first at index "
             f"{first}."
         )
     inf_vs_finite = int((torch.isinf(g) & ~torch.isinf(e)).sum())
     if inf_vs_finite:
-        details.append(f"{_count(inf_vs_finite, 'element is', 'elements are')} inf where the reference is finite.")
+        details.append(f"{count_of(inf_vs_finite, 'element is', 'elements are')} inf where the reference is finite.")
     if int(inf.sum()) > inf_vs_finite:
         details.append(
-            f"{int(inf.sum()) - inf_vs_finite} elements are infinite with the other sign than the reference."
+            f"{count_of(int(inf.sum()) - inf_vs_finite, 'element is', 'elements are')} infinite with the other "
+            "sign than the reference."
         )
     if finite.any():
         worst = int(torch.argmax(torch.where(finite, diff, torch.zeros_like(diff))))
@@ -175,7 +183,7 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
             summary += f": {pattern}"
     elif n_computed_nan:
         summary = (
-            f"{n_computed_nan} of {n} elements are NaN computed by the kernel (an overflow, inf - inf, 0/0?), "
+            f"{_of(n_computed_nan, n, 'are')} NaN computed by the kernel (an overflow, inf - inf, 0/0?), "
             f"{n_bad} wrong in all"
         )
     elif n_bad == 0:
@@ -185,18 +193,18 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
         )
     elif not int(inf.sum()) and rel_norm < max(100 * tol.norm, 1.6e-2):  # up to about bf16 rounding
         summary = (
-            f"{n_bad} of {n} elements are off by more than the tolerance (max abs error "
+            f"{_of(n_bad, n, 'are')} off by more than the tolerance (max abs error "
             f"{_fmt(max_err)}): precision too low, or a slightly wrong formula"
         )
     elif int(inf.sum()) == n_bad:  # every wrong element is infinite: the finite error says nothing
-        summary = f"{n_bad} of {n} elements are wrong, every one of them infinite (a division by zero, or an overflow?)"
+        summary = f"{_of(n_bad, n, 'are')} wrong, every one of them infinite (a division by zero, or an overflow?)"
     elif int(inf.sum()):
         summary = (
-            f"{n_bad} of {n} elements are wrong, {int(inf.sum())} of them infinite "
+            f"{_of(n_bad, n, 'are')} wrong, {int(inf.sum())} of them infinite "
             f"(max abs error of the finite ones {_fmt(max_err)})"
         )
     else:
-        summary = f"{n_bad} of {n} elements are wrong (max abs error {_fmt(max_err)})"
+        summary = f"{_of(n_bad, n, 'are')} wrong (max abs error {_fmt(max_err)})"
     return Verdict(False, summary, details)
 
 

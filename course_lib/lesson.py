@@ -6,7 +6,13 @@ Nothing heavy is imported at module level: IPython, difflib and time load inside
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import socket
 import tempfile
+import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +56,7 @@ class Variant:
     folder: Path
     origin: str  # the file it was copied from, as the course names it
     changes: list[tuple[int, str, str]] = field(default_factory=list)  # (line, before, after)
-    _folder_owner: object = field(default=None, repr=False)  # a TemporaryDirectory, removed with the Variant
+    _removal: object = field(default=None, repr=False, compare=False)  # a weakref.finalize for a temporary folder
 
     def __repr__(self) -> str:
         lines = [f"{self.task}.py: a copy of {self.origin} in {self.folder}, with these changes:"]
@@ -65,7 +71,8 @@ def write_variant(task: str, replace: dict[str, str], source: str = "solutions",
 
     Each text to replace must occur exactly once, so a lesson fails loudly (instead of grading an
     unchanged copy) when the file it edits has moved on. Without ``folder`` the copy goes to a
-    temporary folder that is removed once the returned Variant is gone (or Python exits).
+    temporary folder that is removed once the returned Variant is gone, or when Python exits (also
+    by SIGTERM, as a Jupyter kernel is ended), or, after a crash, by the next variant written.
     """
     import difflib
 
@@ -77,8 +84,7 @@ def write_variant(task: str, replace: dict[str, str], source: str = "solutions",
         if found != 1:
             raise ValueError(f"{path.name}: {before!r} occurs {found} times; expected exactly once")
         text = text.replace(before, after)
-    owner = None if folder else tempfile.TemporaryDirectory(prefix=f"course-{task}-variant-")
-    target = Path(folder) if folder else Path(owner.name)
+    target = Path(folder) if folder else _temporary_folder(task)
     target.mkdir(parents=True, exist_ok=True)
     (target / path.name).write_text(text)
 
@@ -93,7 +99,85 @@ def write_variant(task: str, replace: dict[str, str], source: str = "solutions",
             after = new_lines[j1 + k].strip() if j1 + k < j2 else ""
             changes.append((j1 + k + 1, before, after))
     origin = f"{source}/{path.name}" if source in ("exercises", "solutions") else str(path)
-    return Variant(task, target, origin, changes, owner)
+    variant = Variant(task, target, origin, changes)
+    if not folder:
+        variant._removal = weakref.finalize(variant, _remove, str(target), os.getpid())
+        _removals[:] = [r for r in _removals if r.alive] + [variant._removal]
+    return variant
+
+
+# --------------------------------------------------------------------------------------------------
+# temporary folders of variants: removed with their Variant, at exit, on SIGTERM, or after a crash
+#
+# weakref.finalize removes a folder when its Variant is collected and, at the latest, when Python
+# exits normally. A Jupyter kernel often does not: after a check, ipykernel's shutdown waits for
+# the grader's multiprocessing helpers (the resource tracker ignores SIGTERM), and the server then
+# ends the kernel with SIGTERM, which skips atexit. So a SIGTERM handler removes the folders first,
+# then dies of the signal as before; a folder whose process was killed outright (SIGKILL, a crash)
+# is removed by the next process that writes a variant.
+
+_removals: list[weakref.finalize] = []
+_OWNER = ".course-owner"  # in each folder: "host pid" of the process that made it
+
+
+def _temporary_folder(task: str) -> Path:
+    _remove_orphans()
+    _remove_on_sigterm()
+    target = Path(tempfile.mkdtemp(prefix=f"course-{task}-variant-"))
+    (target / _OWNER).write_text(f"{socket.gethostname()} {os.getpid()}")
+    return target
+
+
+def _remove(folder: str, owner_pid: int) -> None:
+    if os.getpid() == owner_pid:  # a forked child that exits leaves its parent's folders alone
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _remove_orphans() -> None:
+    """Remove the variant folders of processes on this host that are gone."""
+    host = socket.gethostname()
+    for owner in Path(tempfile.gettempdir()).glob(f"course-*-variant-*/{_OWNER}"):
+        try:
+            where, pid = owner.read_text().split()
+            if where == host and int(pid) != os.getpid() and not _alive(int(pid)):
+                shutil.rmtree(owner.parent, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
+
+
+_previous_sigterm = None
+
+
+def _on_sigterm(signum, frame) -> None:
+    for removal in list(_removals):
+        removal()
+    signal.signal(signal.SIGTERM, _previous_sigterm)
+    if callable(_previous_sigterm):
+        _previous_sigterm(signum, frame)
+    else:
+        os.kill(os.getpid(), signal.SIGTERM)  # the default action: die of the signal, as without us
+
+
+def _remove_on_sigterm() -> None:
+    """Install ``_on_sigterm`` once, where a handler can go (the main thread) and SIGTERM is not ignored."""
+    global _previous_sigterm
+    current = signal.getsignal(signal.SIGTERM)
+    if current is _on_sigterm or current in (signal.SIG_IGN, None):
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _previous_sigterm = current
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def interpreter_seconds(launch, repeat: int = 3) -> float:

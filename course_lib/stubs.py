@@ -129,11 +129,29 @@ class SyncReport:
         if check:
             for name in self.drift:
                 rows.append(f"drift     exercises/{name} differs from what solutions/ generates")
-        rows.append(
-            f"{len(self.unchanged)} exercise(s) already up to date"
-            + (f", {len(self.drift)} out of date" if check else "")
-        )
+        rows.append(self.summary(check))
         return rows
+
+    def summary(self, check: bool) -> str:
+        """One line a learner reads: how many files exercises/ has and what state they are in."""
+        changed = self.drift if check else self.written + self.kept_edits
+        total = len(self.unchanged) + len(changed)
+        head = f"exercises/: {total} file{'s' * (total != 1)}"
+        if not changed:
+            return f"{head}, all as generated (none edited yet)"
+        if check:
+            differ = "differs" if len(self.drift) == 1 else "differ"
+            parts = [
+                (len(self.unchanged), "as generated"),
+                (len(self.drift), f"{differ} from what solutions/ generates"),
+            ]
+        else:
+            parts = [
+                (len(self.written), "written now"),
+                (len(self.unchanged), "already as generated"),
+                (len(self.kept_edits), "with your edits, kept"),
+            ]
+        return f"{head}: " + ", ".join(f"{n} {what}" for n, what in parts if n)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -84,9 +84,12 @@ def bench(
     flush, where a copy of the same size takes 34.1 (results/timing_methods_h200.json).
 
     The host needs time to launch ``fn`` (15-40 us for a Triton or torch.compile call on an H200's
-    host); the flush usually keeps the GPU busy for longer, so the timed call is queued before it
-    can start. Where it does not (no flush, or a slow launcher), ``hide_host`` queues a spin kernel
-    first, so a number never includes the GPU waiting for the host.
+    host). CUDA events count GPU time between them, idle time included: a GPU that finished the flush
+    and waits for the host's launch adds that wait to the number. A warm-L2 4 MB copy so read 497 GB/s
+    (17 us, results/notebook_runs_h200/01_measure_first.txt) where it takes about 5 us with the launch
+    hidden (a reader's recheck on an H200: 4.8-5.6 us). ``hide_host`` keeps the GPU busy before each call for
+    at least 3x the slowest launch seen: the flush where it is long enough, else a spin kernel makes
+    up the rest (``_spin_seconds`` says why this rule and not a closer one).
 
     ``cuda_graph=True`` captures ``fn`` once as a CUDA graph and replays it, as a model captured in a
     graph would run it.
@@ -109,7 +112,7 @@ def bench(
             fn()
         call = graph.replay
     clear = _flusher(flush)
-    spin_cycles = _spin_cycles(call, clear) if hide_host else 0
+    spin_cycles = _spin_cycles(call, clear, flushes=flush is not None) if hide_host else 0
 
     def busy() -> None:
         if spin_cycles:
@@ -139,34 +142,76 @@ def bench(
     timed(max(1, int(warmup_ms / per_call)))
     samples = sorted(timed(min(max(10, int(rep_ms / per_call)), 20000)))
     how = {"read": "L2 flushed by a read", "write": "L2 flushed by a write", None: "L2 warm"}[flush]
-    method = f"{'CUDA graph replay' if cuda_graph else 'CUDA events'}, {how}, {len(samples)} calls"
+    spin = f", launch hidden behind a {spin_cycles / CLOCK_BOUND_HZ * 1e6:.0f} us spin" if spin_cycles else ""
+    method = f"{'CUDA graph replay' if cuda_graph else 'CUDA events'}, {how}{spin}, {len(samples)} calls"
     return Timing(_quantile(samples, 0.5), _quantile(samples, 0.2), _quantile(samples, 0.8), method)
 
 
-def _spin_cycles(call: Callable[[], object], clear: Callable[[], object]) -> int:
-    """GPU clock cycles to spin before each flush so the host's launch of ``call`` is always hidden;
-    0 when the flush alone takes long enough. (A spin that is not needed is left out: on an H200 it
-    made some small kernels alternate between two medians from one run to the next.)"""
+HOST_MARGIN = 3.0  # the GPU's work queued before each call lasts at least 3x the slowest launch seen
+SPIN_CAP_S = 2e-3  # past this (a launch of 0.66 ms) it is a pause of the host, not a launcher
+CLOCK_BOUND_HZ = 2.0e9  # above any GPU's clock (an H200 boosts to 1.98 GHz): a spin lasts at least its cycles / this
+
+
+def _spin_cycles(call: Callable[[], object], clear: Callable[[], object], flushes: bool) -> int:
+    """GPU clock cycles to spin before each flush so that the host's launch of ``call`` is hidden."""
+    slowest = _slowest_launch_s(call)
+    flush_s = _gpu_seconds(clear) if flushes else 0.0
+    return int(_spin_seconds(slowest, flush_s) * CLOCK_BOUND_HZ)
+
+
+def _spin_seconds(slowest_launch_s: float, flush_s: float) -> float:
+    """How long to spin so that the GPU has ``HOST_MARGIN`` x the slowest launch (plus 10 us for the
+    flush's and the events' own launches) queued before each call: the part the flush leaves over.
+
+    Why this rule. The rule before compared the median host time of 5 calls with 0.7x the flush's
+    time and spun only above it. Both sides are noise near the threshold, and with no flush the
+    "flush time" was the host's own time between two events, so a pause of the host dropped the
+    spin at random: a warm-L2 copy was recorded at its host launch time.
+
+    Here the spin is never left out for want of evidence. The launch time is the slowest of several
+    calls, so noise only lengthens the spin; a flush hides the launch alone only when it lasts 3x
+    that; with no flush (``flush=None``) there is nothing else, so the spin always runs. And the
+    spin shrinks to nothing as the flush nears 3x the launch: there is no jump at the threshold, so
+    two runs either side of it queue the same work before the call, within a few microseconds.
+
+    Why not always spin. A spin that is not needed costs something: in results/timing_methods_h200.json
+    the runs that could spin alternate between two medians from one run to the next (a bf16 4096 x 512
+    softmax: 7.5, 6.7, 7.5, 6.7 us) where those timed with no spin hold within 0.4 us. So where the
+    flush covers 3x the launch, no spin is queued: a read flush of 480 MiB, about 115 us on an H200
+    at 4.4 TB/s, covers a Triton launch of up to about 35 us (the record's were 15-21 us; a
+    torch.compile call's 36 us gets a short spin).
+    """
+    need = HOST_MARGIN * slowest_launch_s + 10e-6
+    if flush_s >= need:
+        return 0.0
+    return min(need - flush_s, SPIN_CAP_S)
+
+
+def _slowest_launch_s(call: Callable[[], object], n: int = 10) -> float:
+    """The slowest of ``n`` host times of ``call()``, each from an idle GPU (nothing queued ahead)."""
     import torch
 
-    host = []
-    for _ in range(5):
+    slowest = 0.0
+    for _ in range(n):
         start = time.perf_counter()
         call()
-        host.append(time.perf_counter() - start)
+        slowest = max(slowest, time.perf_counter() - start)
         torch.cuda.synchronize()
-    host_s = sorted(host)[2]
+    return slowest
+
+
+def _gpu_seconds(work: Callable[[], object], n: int = 5) -> float:
+    """GPU seconds of one ``work()``, from CUDA events around ``n`` of them queued back to back."""
+    import torch
+
     begin = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     begin.record()
-    for _ in range(5):
-        clear()
+    for _ in range(n):
+        work()
     end.record()
     torch.cuda.synchronize()
-    clear_s = begin.elapsed_time(end) / 5 * 1e-3
-    if host_s < 0.7 * clear_s:
-        return 0
-    return int(min(1.5 * host_s - clear_s + 10e-6, 2e-3) * 2.0e9)  # at most 2 ms; 2 GHz is an upper bound
+    return begin.elapsed_time(end) / n * 1e-3
 
 
 def _quantile(sorted_samples: list[float], q: float) -> float:

@@ -139,6 +139,11 @@ class Recorder:
     def useful_bytes(self) -> int:
         return sum(op.useful_bytes for op in self.ops.values())
 
+    @property
+    def efficiency(self) -> float:
+        """Useful bytes over bytes fetched (sectors touched x 32 B), as ``OpTraffic.efficiency``."""
+        return self.useful_bytes / (self.sectors * SECTOR) if self.sectors else 1.0
+
     def table(self) -> str:
         rows = [
             f"{'access':<8}{'where':<28}{'requests':>10}{'sectors':>10}{'per req':>9}{'ideal':>9}{'efficiency':>12}"
@@ -152,6 +157,11 @@ class Recorder:
             f"total: {self.sectors} sectors touched per warp ({self.sectors * SECTOR:,} bytes) for "
             f"{self.useful_bytes:,} useful bytes; {self.distinct_sectors} distinct sectors in the launch"
         )
+        rows.append("ideal: the fewest sectors that could hold each warp's data")
+        rows.append(
+            f"efficiency: useful bytes / bytes fetched (sectors x {SECTOR} B); a warp with one fp32 element "
+            f"touches the ideal 1 sector and uses 4 of its {SECTOR} bytes: 12%"
+        )
         return "\n".join(rows)
 
     def summary(self) -> dict:
@@ -160,7 +170,7 @@ class Recorder:
             "ideal_sectors": self.ideal_sectors,
             "distinct_sectors": self.distinct_sectors,
             "useful_bytes": self.useful_bytes,
-            "efficiency": self.useful_bytes / (self.sectors * SECTOR) if self.sectors else 1.0,
+            "efficiency": self.efficiency,
             "ops": [
                 {
                     "kind": op.kind,

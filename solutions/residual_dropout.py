@@ -12,15 +12,17 @@ def residual_dropout_kernel(
     out_ptr,
     n_elements,
     p,  # probability of dropping an element, 0 <= p < 1
+    scale,  # 1 / (1 - p), divided once on the host: a multiply per element, not a division
     seed,  # with the element's index, decides its fate
     BLOCK_SIZE: tl.constexpr,
 ):
     # BEGIN SOLUTION
-    # TODO: Philox counters k = pid * (BLOCK_SIZE // 4) + 0 ... BLOCK_SIZE // 4 - 1; the block as a
-    # TODO: (BLOCK_SIZE // 4, 4) tile where element 4k + j keeps when the j-th number of
-    # TODO: tl.rand4x(seed, k) is >= p; scale kept values by 1 / (1 - p), add the residual, store.
-    pid = tl.program_id(axis=0)
-    k = pid * (BLOCK_SIZE // 4) + tl.arange(0, BLOCK_SIZE // 4)  # one Philox counter per 4 elements
+    # TODO: the block starts at block_start = pid.to(tl.int64) * BLOCK_SIZE (64 bits: int32 wraps past
+    # TODO: 2**31 elements); its Philox counters are k = block_start // 4 + 0 ... BLOCK_SIZE // 4 - 1. Work
+    # TODO: on a (BLOCK_SIZE // 4, 4) tile where element 4k + j keeps when the j-th number of
+    # TODO: tl.rand4x(seed, k) is >= p; multiply kept values by scale, add the residual, store.
+    block_start = tl.program_id(axis=0).to(tl.int64) * BLOCK_SIZE  # int64: pid * BLOCK_SIZE passes 2**31
+    k = block_start // 4 + tl.arange(0, BLOCK_SIZE // 4)  # one Philox counter per 4 elements
     j = tl.arange(0, 4)
     offsets = k[:, None] * 4 + j[None, :]  # (BLOCK_SIZE // 4, 4), contiguous in memory
     mask = offsets < n_elements
@@ -28,7 +30,7 @@ def residual_dropout_kernel(
     residual = tl.load(residual_ptr + offsets, mask=mask).to(tl.float32)
     r0, r1, r2, r3 = tl.rand4x(seed, k)  # counter-based: depends on (seed, k) only
     r = tl.where(j == 0, r0[:, None], tl.where(j == 1, r1[:, None], tl.where(j == 2, r2[:, None], r3[:, None])))
-    out = residual + tl.where(r >= p, x / (1.0 - p), 0.0)
+    out = residual + tl.where(r >= p, x * scale, 0.0)
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
     # END SOLUTION
 
@@ -37,6 +39,7 @@ def residual_dropout(x, residual, out, p, seed):
     """out[:] = residual + dropout(x, p) with the mask given by seed. Returns out."""
     n_elements = out.numel()
     BLOCK_SIZE = 2048  # a multiple of 4; with 4 warps the fastest of six in bf16 on an H200, within 1% in fp32
+    scale = 1.0 / (1.0 - p)  # once per call; the kernel multiplies by it
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    residual_dropout_kernel[grid](x, residual, out, n_elements, p, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
+    residual_dropout_kernel[grid](x, residual, out, n_elements, p, scale, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
     return out

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 from conftest import WRONG
 
-from course_lib import grader
+from course_lib import grader, runtime, tasks
+from course_lib.compare import compare
 from course_lib.grader import FAIL
+from course_lib.tasks import ch05_fusion_reductions as ch05
 
 SEED = 2024
 TASKS = ("softmax", "layernorm", "online_softmax")
@@ -26,14 +29,16 @@ WRONG_SUBMISSIONS = {
         ("case 'large values'", "failed 1 of 11 cases: large values (6, 300) float32", "elements are NaN"),
         (),
     ),
-    # padding loaded as 0 adds exp(-max) per lane to the sum: only rows with padding go wrong
+    # padding loaded as 0 adds exp(-max) per lane to the sum: only rows with padding go wrong, and the
+    # diagnosis names the padding
     "ch05_zero_padding": (
         "softmax",
         (
             "case 'tiny'",
             "tiny (3, 3) bfloat16",
             "tail (64, 130) float32",
-            "elements are off by more than the tolerance",
+            "masked-off columns were loaded as 0.0: they count in the max and the sum; "
+            "load them as -inf (other=-float('inf'))",
         ),
         ("tiny (1, 1)", "(5, 4096)"),
     ),
@@ -111,3 +116,19 @@ def test_every_ch05_wrong_submission_is_listed():
     assert on_disk == set(WRONG_SUBMISSIONS)
     for folder, (task, _, _) in WRONG_SUBMISSIONS.items():
         assert (WRONG / folder / f"{task}.py").exists(), folder
+
+
+@pytest.mark.parametrize("task, block", [("softmax", None), ("online_softmax", 64), ("online_softmax", 1024)])
+def test_zero_padding_is_named_and_only_there(task, block):
+    """The diagnosis sees float64 inputs and the output, as in the grader: softmax with the padding
+    counted as zeros (one block of next_power_of_2(n_cols), or chunks of BLOCK_N) is named; another
+    mistake is not."""
+    spec = tasks.get(task)
+    case = next(c for c in spec.all_cases(runtime.MODE) if c.shape == (64, 130))
+    x = spec.make_inputs(case, torch.Generator().manual_seed(SEED))["x"].double()
+    padded = ch05._zero_padded_softmax(x, block or 256)
+    assert not compare(padded, torch.softmax(x, -1), spec.tolerance[case.dtype]).ok  # the check fails it
+    assert spec.diagnose({"x": x}, padded, case) == ch05.ZERO_PADDING
+    assert spec.diagnose({"x": x}, torch.softmax(x, -1) * 0.9, case) is None
+    if task == "softmax":  # one block per row: padding to 512 is no BLOCK_N that softmax's kernel has
+        assert spec.diagnose({"x": x}, ch05._zero_padded_softmax(x, 512), case) is None

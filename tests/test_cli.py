@@ -28,6 +28,20 @@ def test_list_shows_every_task_by_chapter(cli):
         assert lines[chapter_line] == f"chapter {spec.chapter}"
 
 
+def test_readme_chapters_table_lists_tasks_in_the_order_list_shows():
+    """README's chapters table and ``list`` name each chapter's tasks in one order (the notebook's)."""
+    import re
+
+    table = (ROOT / "README.md").read_text().split("## Chapters", 1)[1].split("\n## ", 1)[0]
+    order = [t.name for t in tasks.all_tasks()]
+    rows = [line for line in table.splitlines() if re.match(r"\| `\d\d_", line)]
+    assert rows
+    for row in rows:
+        chapter = re.match(r"\| `(\d\d)_", row).group(1)
+        named = re.findall(r"`([a-z_0-9]+)`", row.rsplit("|", 2)[1])
+        assert named == [t.name for t in tasks.all_tasks() if t.chapter == chapter], (row, order)
+
+
 def main(*args: str) -> tuple[int, str]:
     """``python -m course_lib ARGS`` in this process: (exit code, message of a SystemExit). Any other
     exception escapes, as it would reach the learner as a traceback."""

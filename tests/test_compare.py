@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 import torch
 
-from course_lib.compare import compare, poison
+from course_lib.compare import Tolerance, compare, poison
 from course_lib.tasks import DEFAULT_TOLERANCE
 
 DTYPES = list(DEFAULT_TOLERANCE)
@@ -184,3 +187,16 @@ def test_scattered_unwritten_elements_get_no_pattern():
     poison(got[1, 3])
     poison(got[4, 7])
     assert _unwritten_summary(got) == "2 of 300 output elements were never written (still NaN)"
+
+
+def test_counts_agree_with_their_nouns():
+    """No '1 elements': a one-element output, and one element infinite with the other sign."""
+    tol = Tolerance(rtol=1e-5, atol=1e-5, norm=1e-5)
+    one = compare(torch.tensor([1.0]), torch.tensor([2.0], dtype=torch.float64), tol, poisoned=False)
+    assert one.summary == "1 of 1 element is wrong (max abs error 1)"
+    assert one.details[0] == "1 of 1 element differs from the reference (100%)."
+    signs = compare(torch.tensor([-math.inf, 1.0]), torch.tensor([math.inf, 1.0], dtype=torch.float64), tol, False)
+    assert "1 element is infinite with the other sign than the reference." in signs.details
+    assert signs.details[0] == "1 of 2 elements differ from the reference (50%)."
+    text = " ".join([one.summary, *one.details, signs.summary, *signs.details])
+    assert not re.search(r"\b1 elements\b", text), text

@@ -211,4 +211,18 @@ def test_cli_sync_check_passes_on_this_repository(cli):
     run = cli("sync-exercises", "--check")
     assert_clean(run)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "0 out of date" in run.stdout
+    assert "files, all as generated (none edited yet)" in run.stdout
+
+
+def test_sync_summary_says_what_a_learner_has(course):
+    """Fresh: every file as generated. Then the counts of what was written, kept and left as it was."""
+    assert stubs.sync(course).lines(False)[-1] == "exercises/: 2 files: 2 written now"
+    assert stubs.sync(course).lines(False)[-1] == "exercises/: 2 files, all as generated (none edited yet)"
+    assert stubs.sync(course, check=True).lines(True)[-1] == "exercises/: 2 files, all as generated (none edited yet)"
+    (course / "exercises" / "vector_add.py").write_text("# my attempt\n")
+    assert stubs.sync(course).lines(False)[-1] == "exercises/: 2 files: 1 already as generated, 1 with your edits, kept"
+    assert stubs.sync(course, check=True).lines(True)[-1] == (
+        "exercises/: 2 files: 1 as generated, 1 differs from what solutions/ generates"
+    )
+    (course / "solutions" / "vector_copy.py").unlink()
+    assert stubs.sync(course).lines(False)[-1] == "exercises/: 1 file: 1 with your edits, kept"

@@ -47,7 +47,7 @@ KINDS = [
     kind("dispatch_off_copy", "vector_add", rejected("torch.ops.aten.add.Tensor(x, y)"), (FAIL, ("torch",))),
     kind("ctypes_write", "vector_add", rejected("import ctypes"), (FAIL, ("torch `tolist`",))),
     kind("thread_left_running", "vector_add", rejected("import threading"),
-         (FAIL, ("left 1 thread(s) running",))),
+         (FAIL, ("left 1 thread running",))),
     kind("hard_exit", "vector_add", rejected("import os"), (CRASH, ("ended (exit code 0)", "before reporting"))),
     kind("hard_exit_via_torch", "vector_add", rejected("torch.os._exit(0)"), (CRASH, ("ended (exit code 0)",))),
     kind("signal_handler", "vector_add", rejected("import signal"), (TIMEOUT, ("seems to hang",))),
@@ -67,7 +67,7 @@ KINDS = [
          (FAIL, ("out-of-bounds access",))),
     # on a GPU the stores past the end change the guard elements, or fault: FAIL or CRASH
     kind("no_masks", "vector_add", (FAIL, ("out-of-bounds access", "had no mask")), (FAIL, ("out-of-bounds",))),
-    kind("fake_pass", "vector_add", (FAIL, ("elements are wrong",)), (FAIL, ("elements are wrong",))),
+    kind("fake_pass", "vector_add", (FAIL, ("wrong (max abs error",)), (FAIL, ("wrong (max abs error",))),
     kind("eq_always_true", "op_costs", (FAIL, ("returned a Anything", "plain numbers")),
          (FAIL, ("returned a Anything",))),
 ]
@@ -141,8 +141,13 @@ def _hang_everywhere(folder: Path) -> None:
 @requires_interpreter  # on one GPU the tasks are graded one at a time, each worker spawned afresh
 def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
     """The time limits follow the reference solutions' times, so a hang is reported in seconds.
-    Target: under 3 minutes on 2 cores for every task (the solutions are timed first if needed)."""
+    Target: under 3 minutes on 2 cores for every task. The solutions are timed once per machine, the
+    first time a task is graded there; that one-time cost is taken first and printed apart."""
     _hang_everywhere(tmp_path)
+    start = time.perf_counter()
+    for spec in tasks.all_tasks():
+        grader.limits_for(spec, grader.Worker())
+    print(f"timing the reference solutions (once per machine, cached): {time.perf_counter() - start:.0f} s")
     start = time.perf_counter()
     results = grader.grade([t.name for t in tasks.all_tasks()], source=tmp_path, seed=SEED, jobs=2)
     seconds = time.perf_counter() - start

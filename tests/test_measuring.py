@@ -1,4 +1,5 @@
-"""Timing refuses without a GPU; the roofline model; the traffic model against the H200 record."""
+"""Timing refuses without a GPU and hides the launch on a simulated one; the roofline model; the traffic
+model against the H200 record."""
 
 from __future__ import annotations
 
@@ -165,3 +166,134 @@ def test_recorder_refuses_on_gpu_mode(monkeypatch):
     with pytest.raises(RuntimeError, match="CPU mode"):
         with traffic.record():
             pass
+
+
+# --------------------------------------------------------------------------------------------------
+# bench's launch hiding, on a simulated GPU: a host clock and a GPU queue, no CUDA
+
+
+class SimulatedGpu:
+    """A host that takes ``launch_us`` (drawn at random each call) to launch a kernel of ``kernel_us``,
+    and a GPU that runs what is queued in order, idle until the host has queued it. CUDA events get
+    the time the GPU reaches them, so a GPU waiting for the host counts, as on a real one."""
+
+    def __init__(self, rng, launch_us: tuple[float, float], kernel_us: float, flush_us: float):
+        self.rng, self.launch_us, self.kernel_s, self.flush_s = rng, launch_us, kernel_us * 1e-6, flush_us * 1e-6
+        self.host = 0.0  # the host's clock, seconds
+        self.gpu = 0.0  # when the GPU's queue runs dry
+        self.launches: list[float] = []  # each launch's host time, seconds
+        sim = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.at = None
+
+            def record(self):
+                sim.host += 1e-6
+                self.at = sim.gpu = max(sim.gpu, sim.host)
+
+            def elapsed_time(self, end):
+                return (end.at - self.at) * 1e3  # ms, as torch's
+
+        self.Event = Event
+
+    def _queue(self, seconds: float) -> None:
+        self.gpu = max(self.gpu, self.host) + seconds
+
+    def perf_counter(self) -> float:
+        return self.host
+
+    def synchronize(self) -> None:
+        self.host = max(self.host, self.gpu)
+
+    def call(self) -> None:
+        launch = self.rng.uniform(*self.launch_us) * 1e-6
+        self.launches.append(launch)
+        self.host += launch
+        self._queue(self.kernel_s)
+
+    def flush(self) -> None:
+        self.host += 3e-6
+        self._queue(self.flush_s)
+
+    def sleep(self, cycles: int) -> None:
+        self.host += 3e-6
+        self._queue(cycles / 1.98e9)  # an H200's boost clock: a spin runs no shorter than asked
+
+
+@pytest.fixture
+def simulated(monkeypatch):
+    """``make(launch_us, kernel_us, flush_us)`` installs a SimulatedGpu under timing and returns it."""
+    import types
+
+    import torch
+
+    rng = np.random.default_rng(10)
+
+    def make(launch_us, kernel_us=5.0, flush_us=0.0):
+        sim = SimulatedGpu(rng, launch_us, kernel_us, flush_us)
+        monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+        monkeypatch.setattr(timing, "_clocks_up", True)
+        monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=sim.perf_counter))
+        monkeypatch.setattr(timing, "_flusher", lambda flush: sim.flush if flush else (lambda: None))
+        monkeypatch.setattr(torch.cuda, "Event", sim.Event)
+        monkeypatch.setattr(torch.cuda, "synchronize", sim.synchronize)
+        monkeypatch.setattr(torch.cuda, "_sleep", sim.sleep)
+        return sim
+
+    return make
+
+
+def test_spin_decision_does_not_flip_on_noisy_launch_times(simulated):
+    """Launch times spread around the old rule's threshold (host median < 0.7x the flush: no spin):
+    that rule went either way across these draws; bench's rule spins in every one, and the GPU's
+    queued work before each call covers 3x the slowest launch seen each time."""
+    flush_us = 60.0
+    old_rule, spins = [], []
+    for _ in range(50):
+        base = np.random.default_rng(len(spins)).uniform(30, 55)  # around 0.7 x 60 = 42 us
+        sim = simulated((0.8 * base, 1.2 * base), flush_us=flush_us)
+        cycles = timing._spin_cycles(sim.call, sim.flush, flushes=True)
+        spins.append(cycles)
+        old_rule.append(bool(np.median(sim.launches) < 0.7 * flush_us * 1e-6))
+        assert cycles / timing.CLOCK_BOUND_HZ + flush_us * 1e-6 >= timing.HOST_MARGIN * max(sim.launches)
+    assert len(set(old_rule)) == 2, "the draws should straddle the old threshold"
+    assert all(spins), "a draw dropped the spin"
+
+
+def test_a_flush_three_times_the_launch_needs_no_spin_in_any_draw(simulated):
+    for _ in range(50):
+        sim = simulated((15, 40), flush_us=400.0)  # an H200's read flush against a Triton launch
+        assert timing._spin_cycles(sim.call, sim.flush, flushes=True) == 0
+
+
+def test_the_spin_shrinks_to_nothing_at_the_threshold():
+    """No jump: either side of the threshold the GPU gets the same work before the call."""
+    launch = 20e-6
+    need = timing.HOST_MARGIN * launch + 10e-6
+    for flush_s in np.linspace(0.5 * need, 1.5 * need, 41):
+        spin = timing._spin_seconds(launch, flush_s)
+        assert spin + flush_s == pytest.approx(max(need, flush_s))
+    assert timing._spin_seconds(launch, need * (1 - 1e-9)) < 1e-12
+    assert timing._spin_seconds(1.0, 0.0) == timing.SPIN_CAP_S  # a host pause does not spin forever
+
+
+def test_warm_l2_bench_always_hides_the_launch(simulated):
+    """flush=None: a 5 us copy launched in 12-20 us of host time reads 5 us in every run (without the
+    spin the same simulation reads the launch time, which is what a warm-L2 record once showed)."""
+    for _ in range(5):
+        sim = simulated((12, 20), kernel_us=5.0)
+        t = timing.bench(sim.call, flush=None)
+        assert t.median_ms * 1e3 == pytest.approx(5.0, rel=0.01), t
+        assert t.p80_ms * 1e3 == pytest.approx(5.0, rel=0.01), t
+        assert "spin" in t.method and "L2 warm" in t.method
+    sim = simulated((12, 20), kernel_us=5.0)
+    unhidden = timing.bench(sim.call, flush=None, hide_host=False)
+    assert unhidden.median_ms * 1e3 > 12, unhidden
+
+
+def test_flushed_bench_times_the_kernel_with_or_without_a_spin(simulated):
+    for launch_us, flush_us in (((15, 40), 400.0), ((30, 50), 60.0)):
+        sim = simulated(launch_us, kernel_us=7.0, flush_us=flush_us)
+        t = timing.bench(sim.call, flush="read")
+        assert t.median_ms * 1e3 == pytest.approx(7.0, rel=0.01), (launch_us, flush_us, t)

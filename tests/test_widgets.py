@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -183,6 +184,22 @@ def test_traffic_text_reports_waste():
     assert "2.00x the sectors" in W.traffic_text(rec)
 
 
+def test_traffic_efficiency_is_what_its_label_says():
+    """One fp32 element per warp (BLOCK_SIZE 1): the ideal number of sectors, 4 useful bytes of 32.
+    The percentage shown is useful bytes / bytes fetched, and says so, in the table and below it."""
+    rec = traffic.Recorder()
+    for i in range(4096):
+        rec("load", "one", np.array([4 * i]), np.array([True]), 4)
+    s = rec.summary()
+    assert s["sectors"] == s["ideal_sectors"] == 4096
+    assert s["efficiency"] == pytest.approx(s["useful_bytes"] / (32 * s["sectors"])) == pytest.approx(1 / 8)
+    text = W.traffic_text(rec)
+    assert "efficiency 12% (useful bytes / bytes fetched)" in text
+    assert "efficiency: useful bytes / bytes fetched" in rec.table()
+    assert "ideal sectors / sectors touched" not in text
+    assert "fetch 8.00x the bytes they use" in text and "fewest sectors" in text
+
+
 # --------------------------------------------------------------------------------------------------
 # benchmark panel
 
@@ -229,6 +246,45 @@ def test_benchmark_panel_cpu_reports_an_unfinished_exercise(tmp_path, no_results
     text = texts(W.benchmark_panel("vector_add", source=str(tmp_path)))
     assert "could not count: NotImplementedError: todo" in text
     assert "(c) Recorded GPU results" in text
+
+
+def _legend_texts(fig) -> list[str]:
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    return [t.get_text() for legend in legends for t in legend.get_texts()]
+
+
+@pytest.mark.parametrize("task, most", [("softmax", 5), ("fused_bias_gelu", 7)])
+def test_model_plot_charts_one_dtype_each_with_a_legend_per_variant(task, most):
+    """The recorded H200 results (both dtypes): each chart's title names the dtype of every point on
+    it, each point is a record of that dtype, and the legend has one entry per variant (and per GELU
+    form), beside the charts and not over them."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    spec = tasks.get(task)
+    recorded = results.records(task)
+    assert {r["dtype"] for r in recorded} == {"bfloat16", "float32"}
+    peaks = W.model_peaks()
+    fig = W.model_plot(spec, W.model_rows(spec, None, peaks), peaks, recorded)
+    entries = _legend_texts(fig)
+    assert len(entries) <= most <= 8, entries
+    assert len(set(entries)) == len(entries) and sum("solution" in e for e in entries) == 1, entries
+    charts = [ax for ax in fig.axes if ax.collections]  # the shape axes along the top hold no points
+    assert len(charts) == 2
+    for ax in charts:
+        named = set(re.findall(r"\b(?:bfloat16|float16|float32)\b", ax.get_title()))
+        assert len(named) == 1, ax.get_title()
+        mine = [r for r in recorded if r["dtype"] in named and r.get("repeat", 1) == 1]
+        points = [tuple(p) for c in ax.collections for p in c.get_offsets()]
+        assert len(points) == len(mine)
+        for x, y in points:  # each point is a record of the title's dtype (set a few percent apart by size)
+            assert any(y == pytest.approx(r["gbs"]) and x / r["bytes"] == pytest.approx(1, rel=0.2) for r in mine), (
+                named,
+                x,
+                y,
+            )
+    FigureCanvasAgg(fig).draw()
+    box = fig.legends[0].get_window_extent()
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in charts)
 
 
 def _fake_bench_case(spec, entry, case, peaks, log):

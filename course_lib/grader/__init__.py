@@ -35,7 +35,7 @@ from .result import CRASH, FAIL, PASS, STATUSES, TIMEOUT, TODO, TaskResult
 
 __all__ = [
     "CRASH", "FAIL", "PASS", "STATUSES", "TIMEOUT", "TODO",
-    "Job", "TaskResult", "grade", "grade_jobs", "grade_task", "limits_for",
+    "Job", "TaskResult", "Worker", "grade", "grade_jobs", "grade_task", "limits_for",
 ]  # fmt: skip
 
 

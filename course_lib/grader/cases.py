@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import tasks
-from ..compare import compare, poison, still_poisoned
+from ..compare import compare, count_of, poison, still_poisoned
 from .result import FAIL, PASS
 
 GUARD_ELEMENTS = 64  # poisoned elements after each output, to catch writes past its end on a GPU
@@ -113,7 +113,8 @@ def _flow_outcome(flow: dict | None, launches: list[str], outputs: tuple[str, ..
     if unwritten:
         name, count = next(iter(unwritten.items()))
         return Outcome.failed(
-            f"{count} elements of `{name}` were not written by any kernel, yet they are not NaN: something "
+            f"{count_of(count, 'element', 'elements')} of `{name}` {'was' if count == 1 else 'were'} not written by "
+            "any kernel, yet not NaN either: something "
             "other than a kernel wrote them (torch in the launcher?)",
             ["In the interpreter the grader sees every store: each output element must be written by a kernel."],
         )
@@ -142,11 +143,13 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
         if changed:
             between = _between_rows(got, buf)
             return Outcome.failed(
-                f"wrote outside the output: {changed} elements outside `{name}` were changed, {between} of them "
+                f"wrote outside the output: {count_of(changed, 'element', 'elements')} outside `{name}` changed, "
+                f"{between} of them "
                 f"between its rows: `{name}`'s rows are {got.stride(0)} elements apart, more than a row's "
                 f"{got.shape[-1]}; address rows with the output's row stride, not the row length"
                 if between
-                else f"wrote outside the output: {changed} elements just before or after `{name}` were changed "
+                else f"wrote outside the output: {count_of(changed, 'element', 'elements')} just before or after "
+                f"`{name}` changed "
                 "(a mask or the grid lets programs write past the end)"
             )
     else:

@@ -174,7 +174,8 @@ class _Worker:
             if left:
                 reply["error"] = {
                     "status": "fail",
-                    "summary": f"the launcher left {len(left)} thread(s) running ({', '.join(left)}): what a thread "
+                    "summary": f"the launcher left {len(left)} thread{'s' * (len(left) != 1)} running "
+                    f"({', '.join(left)}): what a thread "
                     "writes after the launcher returns is not the launcher's work",
                     "details": [],
                 }

@@ -154,7 +154,8 @@ def _dropout_reference(x: torch.Tensor, residual: torch.Tensor, p: float, seed: 
     # tl.rand4x(seed, k) is >= p: one Philox call serves four elements.
     r = rand_per_element(seed, np.arange(x.numel()))
     keep = torch.from_numpy(r >= np.float32(p)).reshape(x.shape).to(x.device)
-    return residual + torch.where(keep, x / (1.0 - p), torch.zeros_like(x))
+    scale = 1.0 / (1.0 - p)  # one division per call, then a multiply per element
+    return residual + torch.where(keep, x * scale, torch.zeros_like(x))
 
 
 def _dropout_torch(x: torch.Tensor, residual: torch.Tensor, p: float, seed: int) -> torch.Tensor:
@@ -174,16 +175,17 @@ def _dropout_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None
     n = x.numel()
     r = torch.from_numpy(rand_per_element(seed, np.arange(n))).reshape(x.shape)
     keep = r >= np.float32(p)
+    inverse = 1 / (1 - p)
 
     def dropout(kept: torch.Tensor, scale: float) -> torch.Tensor:
         return residual + torch.where(kept, x * scale, torch.zeros_like(x))
 
     if p > 0 and _matches(got, dropout(keep, 1.0), tol):
         return "the kept values are not scaled by 1 / (1 - p), so dropout shrinks the expected value"
-    if n >= _EVIDENCE and _matches(got, dropout(~keep, 1 / (1 - p)), tol):
+    if n >= _EVIDENCE and _matches(got, dropout(~keep, inverse), tol):
         return "the mask is inverted: elements were kept where their number is < p, a fraction p of them; keep >= p"
     one_per_call = torch.from_numpy(philox_rand(seed, np.arange(n))).reshape(x.shape) >= np.float32(p)
-    if int((one_per_call != keep).sum()) >= _EVIDENCE and _matches(got, dropout(one_per_call, 1 / (1 - p)), tol):
+    if int((one_per_call != keep).sum()) >= _EVIDENCE and _matches(got, dropout(one_per_call, inverse), tol):
         return (
             "the mask is tl.rand(seed, i) >= p, one Philox call per element; this task takes four numbers from "
             "each call: element 4k + j uses the j-th number of tl.rand4x(seed, k)"
@@ -191,7 +193,7 @@ def _dropout_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None
     block = 16
     while block < n and block <= 2**16:
         lanes = torch.from_numpy(rand_per_element(seed, np.arange(n) % block)).reshape(x.shape) >= np.float32(p)
-        if int((lanes != keep).sum()) >= _EVIDENCE and _matches(got, dropout(lanes, 1 / (1 - p)), tol):
+        if int((lanes != keep).sum()) >= _EVIDENCE and _matches(got, dropout(lanes, inverse), tol):
             return (
                 f"the random numbers repeat every {block} elements: the Philox counters restart in every block "
                 "(tl.arange alone); the counter of elements 4k ... 4k + 3 is their global k = offset // 4"
@@ -199,7 +201,7 @@ def _dropout_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None
         block *= 2
     if p > 0 and n >= 4 * _EVIDENCE:
         dropped = (got - residual).abs() <= tol.atol + tol.rtol * residual.abs()
-        kept = (got - dropout(torch.ones_like(keep), 1 / (1 - p))).abs() <= tol.atol + tol.rtol * got.abs()
+        kept = (got - dropout(torch.ones_like(keep), inverse)).abs() <= tol.atol + tol.rtol * got.abs()
         if bool((dropped | kept).all()):
             return (
                 "the output is residual + dropout with another mask than the task's: is `seed` passed to "
@@ -247,7 +249,8 @@ register(
             "vectors; pick number j for column j with tl.where(j == 0, r0[:, None], tl.where(j == 1, "
             "r1[:, None], ...)), where j = tl.arange(0, 4)[None, :].",
             "Keep an element when its number is >= p, and scale the kept values by 1 / (1 - p) so the "
-            "expected value is unchanged: out = residual + where(keep, x / (1 - p), 0).",
+            "expected value is unchanged: out = residual + where(keep, x * scale, 0), with scale = 1 / (1 - p) "
+            "divided once on the host and passed in (a division per element costs more than the multiply).",
             "Because the numbers are counter-based, the same seed gives the same mask whatever BLOCK_SIZE you "
             "pick; if the mask changes between runs or block sizes, the counters are not global.",
         ],

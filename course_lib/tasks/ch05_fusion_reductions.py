@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..compare import compare
 from . import DEFAULT_TOLERANCE, Case, TaskSpec, Tolerance, nbytes, output_like, random_tensor, register, runtime
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -53,6 +54,37 @@ def _softmax_reference(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x, dim=-1)  # read M*N; write M*N
 
 
+ZERO_PADDING = (
+    "masked-off columns were loaded as 0.0: they count in the max and the sum; load them as -inf (other=-float('inf'))"
+)
+
+
+def _zero_padded_softmax(x: torch.Tensor, block: int) -> torch.Tensor:
+    """Softmax as a kernel computes it when the columns past n_cols, up to a multiple of ``block``, load
+    as 0.0: each takes part in the max and adds exp(0 - max) to the sum."""
+    n_cols = x.shape[-1]
+    padding = -(-n_cols // block) * block - n_cols
+    m = torch.clamp(x.amax(dim=-1, keepdim=True), min=0.0) if padding else x.amax(dim=-1, keepdim=True)
+    e = torch.exp(x - m)
+    return e / (e.sum(dim=-1, keepdim=True) + padding * torch.exp(-m))
+
+
+def _softmax_diagnose(inputs: dict, got: torch.Tensor, case: Case, blocks=None) -> str | None:
+    """Name zero padding: the output is softmax with the padded columns of the last block counted as
+    zeros (a row in one block of next_power_of_2(n_cols), or in chunks of any of ``blocks``)."""
+    x = inputs["x"]
+    n_cols = x.shape[-1]
+    tol = DEFAULT_TOLERANCE[case.dtype]
+    for block in blocks or [1 << (n_cols - 1).bit_length()]:  # BLOCK_N = triton.next_power_of_2(n_cols)
+        if n_cols % block and compare(got, _zero_padded_softmax(x, block), tol, poisoned=False).ok:
+            return ZERO_PADDING
+    return None
+
+
+def _online_softmax_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
+    return _softmax_diagnose(inputs, got, case, blocks=[2**k for k in range(4, 17)])  # BLOCK_N 16 ... 65536
+
+
 _SOFTMAX_HINTS = [
     "Subtract the row's maximum before exp: softmax(x) = exp(x - max) / sum(exp(x - max)) is the same "
     "function, and exp never sees a large positive number (exp(89) already overflows float32).",
@@ -73,39 +105,11 @@ register(
         make_inputs=_softmax_inputs,
         reference=_softmax_reference,
         cases=_row_cases,
+        diagnose=_softmax_diagnose,
         bytes_moved=_row_bytes,
         flops=lambda case: 5 * case.shape[0] * case.shape[1],  # max, subtract, exp, sum, divide
         bench_cases=BENCH,
         hints=_SOFTMAX_HINTS,
-    )
-)
-
-
-# --------------------------------------------------------------------------------------------------
-# online softmax: rows longer than one block
-
-
-register(
-    TaskSpec(
-        name="online_softmax",
-        chapter="05",
-        title="softmax over rows longer than a block: the running max and sum",
-        entry="online_softmax",
-        make_inputs=_softmax_inputs,
-        reference=_softmax_reference,
-        cases=lambda mode: _row_cases(mode, long_rows=True),
-        bytes_moved=lambda case: nbytes(case, 3),  # two reads of the row and one write
-        flops=lambda case: 7 * case.shape[0] * case.shape[1],
-        # rows of 32768: 64 or 128 KB, more than a program holds in registers
-        bench_cases=[Case((2048, 32768), dt, "bench") for dt in (BF16, F32)],
-        hints=[
-            "Walk the row in chunks of BLOCK_N. Keep two running numbers: m, the largest value so far, "
-            "and s, the sum of exp(x - m) so far.",
-            "When a chunk brings a larger maximum m_new, the old sum was measured against the old m: "
-            "rescale it, s = s * exp(m - m_new) + sum(exp(chunk - m_new)), then m = m_new.",
-            "A second walk over the row writes exp(x - m) / s. Start m at -inf and s at 0 (as float32 "
-            "scalars: m = tl.full((), float('-inf'), tl.float32)), and mask the last chunk with -inf.",
-        ],
     )
 )
 
@@ -158,6 +162,36 @@ register(
             "false before squaring, or the padding adds mean^2 to the variance.",
             "Accumulate in float32 whatever the input dtype, and divide by the real n_cols, not BLOCK_N.",
             "Load weight and bias once per program and broadcast them over the program's rows.",
+        ],
+    )
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# online softmax: rows longer than one block
+
+
+register(
+    TaskSpec(
+        name="online_softmax",
+        chapter="05",
+        title="softmax over rows longer than a block: the running max and sum",
+        entry="online_softmax",
+        make_inputs=_softmax_inputs,
+        reference=_softmax_reference,
+        cases=lambda mode: _row_cases(mode, long_rows=True),
+        diagnose=_online_softmax_diagnose,
+        bytes_moved=lambda case: nbytes(case, 3),  # two reads of the row and one write
+        flops=lambda case: 7 * case.shape[0] * case.shape[1],
+        # rows of 32768: 64 or 128 KB, more than a program holds in registers
+        bench_cases=[Case((2048, 32768), dt, "bench") for dt in (BF16, F32)],
+        hints=[
+            "Walk the row in chunks of BLOCK_N. Keep two running numbers: m, the largest value so far, "
+            "and s, the sum of exp(x - m) so far.",
+            "When a chunk brings a larger maximum m_new, the old sum was measured against the old m: "
+            "rescale it, s = s * exp(m - m_new) + sum(exp(chunk - m_new)), then m = m_new.",
+            "A second walk over the row writes exp(x - m) / s. Start m at -inf and s at 0 (as float32 "
+            "scalars: m = tl.full((), float('-inf'), tl.float32)), and mask the last chunk with -inf.",
         ],
     )
 )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from .. import roofline, timing
 from ._common import VARIANT_ORDER, _load_entry, _spec
-from .model import _case, _peaks_label, _plot_rates, default_sizes
+from .model import _case, _peaks_label, _plot_rates, default_sizes, legend_beside
 
 
 def sweep(
@@ -60,7 +60,7 @@ def sweep_figure(rows: list[dict], peaks: roofline.Peaks, metric: str = "GB/s", 
         if points:
             ax.plot(*zip(*points), marker="o", label=variant)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    legend_beside(ax)
     return fig
 
 

@@ -59,9 +59,14 @@ def default_sizes(task) -> list[tuple[int, ...]]:
     return [tuple(max(16, d >> k) for d in shape) for k in (3, 2, 1, 0)]
 
 
-def _case(spec, shape, label: str):
-    """The base case at another shape (same dtype and task options)."""
-    return dataclasses.replace(base_case(spec), shape=tuple(shape), label=label, misaligned=False)
+def _case(spec, shape, label: str, dtype=None):
+    """The base case at another shape (same task options; same dtype unless given, as a name or a torch dtype)."""
+    case = dataclasses.replace(base_case(spec), shape=tuple(shape), label=label, misaligned=False)
+    if dtype is not None and _dtype_name(dtype) != _dtype_name(case.dtype):
+        import torch
+
+        case = dataclasses.replace(case, dtype=getattr(torch, _dtype_name(dtype)))
+    return case
 
 
 def metric_for(n_bytes: int, n_flops: int, dtype: str = "float32", peaks: roofline.Peaks | None = None) -> str:
@@ -72,13 +77,14 @@ def metric_for(n_bytes: int, n_flops: int, dtype: str = "float32", peaks: roofli
     return "TFLOP/s" if roofline.floor(n_bytes, n_flops, peaks, dtype).bound == "compute" else "GB/s"
 
 
-def model_rows(task, sizes=None, peaks: roofline.Peaks | None = None) -> list[dict]:
-    """The roofline floor of each size: bytes, FLOPs, floor time and the best rate any kernel could reach."""
+def model_rows(task, sizes=None, peaks: roofline.Peaks | None = None, dtype=None) -> list[dict]:
+    """The roofline floor of each size: bytes, FLOPs, floor time and the best rate any kernel could reach
+    (in the base case's dtype, or ``dtype``)."""
     spec = _spec(task)
     peaks = peaks or model_peaks()
     rows = []
     for shape in sizes or default_sizes(spec):
-        case = _case(spec, shape, "model")
+        case = _case(spec, shape, "model", dtype)
         n_bytes = spec.bytes_moved(case) if spec.bytes_moved else 0
         n_flops = spec.flops(case) if spec.flops else 0
         fl = roofline.floor(n_bytes, n_flops, peaks, _dtype_name(case.dtype))
@@ -126,47 +132,120 @@ def _plot_rates(ax, metric: str, peaks: roofline.Peaks, dtype: str, roof_label: 
     return key
 
 
-def model_figure(rows: list[dict], peaks: roofline.Peaks, recorded: list[dict], metric: str = "GB/s", title=""):
-    """The best rate the roofline model allows at each size, with the recorded GPU figures on top."""
-    from matplotlib.figure import Figure
+def legend_beside(target, handles=None, **kw) -> None:
+    """A legend to the right of the plot, off the data (target: an Axes or a Figure)."""
+    if handles is not None:
+        kw["handles"] = handles
+    target.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0, **kw)
 
-    fig = Figure(figsize=(7.2, 4.2))
-    ax = fig.subplots()
-    dtype = rows[0]["dtype"] if rows else "float32"
-    key = _plot_rates(ax, metric, peaks, dtype, f"roofline model: {_peaks_label(peaks)}")
+
+VARIANT_COLORS = {variant: f"C{i}" for i, variant in enumerate(VARIANT_ORDER)}
+_MARKERS = "os^Dvp"
+DODGE = 1.05  # points of one size sit this factor apart along the (log) size axis
+
+
+def _shape_label(shape) -> str:
+    return " x ".join(str(d) for d in shape)
+
+
+def _kind(record: dict) -> str:
+    """What tells a record's case apart beyond shape and dtype: its task options ("approximate=tanh")."""
+    return ", ".join(f"{k}={v}" for k, v in sorted((record.get("params") or {}).items()))
+
+
+def _roof_label(peaks: roofline.Peaks, metric: str, dtype: str) -> str:
+    rate = f"{peaks.bandwidth_gbs:,.0f} GB/s" if metric == "GB/s" else f"{peaks.flops_rate(dtype):g} TFLOP/s"
+    return f"roofline model, {rate}"
+
+
+def _draw_model(ax, rows: list[dict], peaks: roofline.Peaks, recorded: list[dict], metric: str, markers: dict):
+    """One dtype on one chart: the model's best rate at each size, each recorded point in its variant's
+    colour and its case's marker, the shapes named along the top. Points of one size are set a few
+    percent apart (variant by variant) so that none hides another."""
+    dtype = rows[0]["dtype"] if rows else recorded[0]["dtype"]
+    key = _plot_rates(ax, metric, peaks, dtype, _roof_label(peaks, metric, dtype))
     best = "best_gbs" if key == "gbs" else "best_tflops"
     ax.plot([r["bytes"] for r in rows], [r[best] for r in rows], color="#888", lw=3, alpha=0.5, label="model floor")
-    for variant in VARIANT_ORDER:
-        points = [(r["bytes"], r[key]) for r in recorded if r["variant"] == variant and r.get("repeat", 1) == 1]
+    slots = [(v, kind) for v in VARIANT_ORDER for kind in markers]
+    for i, (variant, kind) in enumerate(slots):
+        points = [(r["bytes"], r[key]) for r in recorded if r["variant"] == variant and _kind(r) == kind]
         if points:
-            ax.scatter(*zip(*points), s=50, zorder=3, label=f"{variant}, recorded")
+            dodge = DODGE ** (i - (len(slots) - 1) / 2)
+            xs, ys = zip(*points)
+            ax.scatter([x * dodge for x in xs], ys, s=45, zorder=3, color=VARIANT_COLORS[variant], marker=markers[kind])
+    shapes = {r["bytes"]: r["shape"] for r in rows}
+    shapes.update({r["bytes"]: r["shape"] for r in recorded})
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(sorted(shapes), labels=[_shape_label(shapes[b]) for b in sorted(shapes)], fontsize=7)
+    top.tick_params(axis="x", which="minor", top=False, labeltop=False)
+    top.set_xlabel("shape", fontsize=8)
+
+
+def _model_legend(peaks: roofline.Peaks, recorded: list[dict], markers: dict, metric: str, dtype: str) -> list:
+    """One entry per variant and per case option (not per point), then the roof and the model floor."""
+    from matplotlib.lines import Line2D
+
+    def dot(label, color, marker="o"):
+        return Line2D([], [], ls="", marker=marker, color=color, markersize=7, label=label)
+
+    handles = [
+        dot(f"{v}, recorded", VARIANT_COLORS[v]) for v in VARIANT_ORDER if any(r["variant"] == v for r in recorded)
+    ]
+    if len(markers) > 1:
+        handles += [dot(kind or "default", "#555", marker) for kind, marker in markers.items()]
+    handles.append(Line2D([], [], color="black", lw=1.2, ls="--", label=_roof_label(peaks, metric, dtype)))
+    handles.append(Line2D([], [], color="#888", lw=3, alpha=0.5, label="model floor"))
+    return handles
+
+
+def _charted(recorded: list[dict]) -> list[dict]:
+    return [r for r in recorded if r.get("repeat", 1) == 1]  # the solution's second timing is for the table
+
+
+def model_figure(rows: list[dict], peaks: roofline.Peaks, recorded: list[dict], metric: str = "GB/s", title=""):
+    """The best rate the roofline model allows at each size, with the recorded GPU figures on top
+    (one dtype: the records of other dtypes are left out)."""
+    from matplotlib.figure import Figure
+
+    dtype = rows[0]["dtype"] if rows else "float32"
+    recorded = [r for r in _charted(recorded) if r["dtype"] == dtype]
+    markers = {kind: _MARKERS[i % len(_MARKERS)] for i, kind in enumerate(dict.fromkeys(map(_kind, recorded)))}
+    fig = Figure(figsize=(7.2, 4.2))
+    ax = fig.subplots()
+    _draw_model(ax, rows, peaks, recorded, metric, markers or {"": "o"})
     if recorded:
         title = f"{title}\nrecorded on {recorded[0]['provenance']}"
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    legend_beside(ax, _model_legend(peaks, recorded, markers, metric, dtype))
     return fig
 
 
 def model_plot(spec, rows: list[dict], peaks: roofline.Peaks, recorded: list[dict], metric: str = "GB/s"):
-    """CPU mode's figure: the task on the roofline (intensity against GFLOP/s) with any recorded
-    GPU figures; a task with no FLOPs (a copy) has no place there and gets rate against size."""
+    """CPU mode's figure: one chart per dtype, the model's best rate at each size (the roofline of
+    that size) under the recorded GPU figures, and one legend beside the charts.
+
+    Rate against size rather than the intensity roofline: a task's sizes all have one arithmetic
+    intensity (softmax: 5 FLOPs per 4 bytes in bf16, at any width), so on the roofline every record
+    of a dtype would stack on one vertical line. Each point is labelled by its case: its dtype in
+    the chart's title, its shape along the top, its task options (GELU's form) by its marker; each
+    variant has one colour and one legend entry."""
     from matplotlib.figure import Figure
 
-    dtype = rows[-1]["dtype"] if rows else "float32"
-    title = f"{spec.name} {dtype}: roofline model on {peaks.gpu}"
-    if not rows or not rows[-1]["flops"]:
-        return model_figure(rows, peaks, recorded, metric, title)
-    big = rows[-1]
-    points = [{"label": f"{spec.name} {big['shape']}", "bytes": big["bytes"], "flops": big["flops"], "ms": None}]
-    for r in recorded:
-        if r.get("repeat", 1) == 1 and r["flops"]:
-            points.append(
-                {"label": f"{r['variant']} (recorded)", **{k: r[k] for k in ("bytes", "flops")}, "ms": r["median_ms"]}
-            )
-    if recorded:
-        title += f"\nrecorded on {recorded[0]['provenance']}"
-    fig = Figure(figsize=(7.2, 4.4))
-    ax = roofline.plot(points, peaks, dtype, ax=fig.subplots(), title=title)
-    ax.title.set_fontsize(10)
-    ax.legend(fontsize=8, loc="upper left")  # above the roof is empty; the points sit low on the left
+    recorded = _charted(recorded)
+    base = rows[-1]["dtype"] if rows else "float32"
+    dtypes = list(dict.fromkeys([base] + [r["dtype"] for r in recorded]))
+    markers = {kind: _MARKERS[i % len(_MARKERS)] for i, kind in enumerate(dict.fromkeys(map(_kind, recorded)))}
+    sizes = [r["shape"] for r in rows] or None
+    fig = Figure(figsize=(7.2, 3.6 * len(dtypes)), layout="constrained")
+    for ax, dtype in zip(fig.subplots(len(dtypes), 1, squeeze=False)[:, 0], dtypes):
+        mine = [r for r in recorded if r["dtype"] == dtype]
+        these = rows if dtype == base else model_rows(spec, sizes, peaks, dtype)
+        big = these[-1] if these else {"bytes": 0, "flops": 0}
+        shown = metric if dtype == base else metric_for(big["bytes"], big["flops"], dtype, peaks)
+        _draw_model(ax, these, peaks, mine, shown, markers or {"": "o"})
+        title = f"{spec.name} {dtype}: roofline model on {peaks.gpu}"
+        if mine:
+            title += f"\nrecorded on {mine[0]['provenance']}"
+        ax.set_title(title, fontsize=10)
+    legend_beside(fig, _model_legend(peaks, recorded, markers, metric, base))
     return fig

@@ -32,10 +32,17 @@ def count_traffic(task, shape=None, source: str = "solutions") -> tuple[traffic.
 
 
 def traffic_text(rec: traffic.Recorder) -> str:
+    """The recorder's table and one verdict, with the one definition of efficiency the table uses:
+    useful bytes over bytes fetched. Sectors against the ideal is a second, separate question (a
+    warp can touch the fewest sectors and still use an eighth of them)."""
     s = rec.summary()
-    verdict = (
-        "every warp touches only the sectors its data needs"
-        if s["efficiency"] >= 0.999
-        else f"warps touch {1 / s['efficiency']:.2f}x the sectors their data needs"
-    )
-    return f"{rec.table()}\nefficiency {s['efficiency']:.0%} (ideal sectors / sectors touched): {verdict}."
+    efficiency = s["efficiency"]
+    if efficiency >= 0.999:
+        verdict = "every byte fetched is used"
+    else:
+        verdict = f"warps fetch {1 / efficiency:.2f}x the bytes they use"
+        if s["sectors"] > s["ideal_sectors"]:
+            verdict += f", touching {s['sectors'] / s['ideal_sectors']:.2f}x the sectors their data needs"
+        else:
+            verdict += ": each warp touches the fewest sectors its data fits in, but fills only part of each"
+    return f"{rec.table()}\nefficiency {efficiency:.0%} (useful bytes / bytes fetched): {verdict}."

@@ -136,7 +136,7 @@ def _history_line(run: ConfigRun) -> str:
         )
     t = run.traffic or {}
     return (
-        f"  {run.label:<44} {t.get('sectors', 0):>8} sectors, {t.get('efficiency', 1):.0%} efficient"
+        f"  {run.label:<44} {t.get('sectors', 0):>8} sectors, {t.get('efficiency', 1):.0%} of the bytes fetched used"
         f"{'  ' + run.check if run.check else ''}"
     )
 

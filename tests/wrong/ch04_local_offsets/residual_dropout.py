@@ -12,6 +12,7 @@ def residual_dropout_kernel(
     out_ptr,
     n_elements,
     p,  # probability of dropping an element, 0 <= p < 1
+    scale,  # 1 / (1 - p), divided once on the host
     seed,  # with the element's index, decides its fate
     BLOCK_SIZE: tl.constexpr,
 ):
@@ -24,7 +25,7 @@ def residual_dropout_kernel(
     residual = tl.load(residual_ptr + offsets, mask=mask).to(tl.float32)
     r0, r1, r2, r3 = tl.rand4x(seed, k)  # counter-based: depends on (seed, k) only
     r = tl.where(j == 0, r0[:, None], tl.where(j == 1, r1[:, None], tl.where(j == 2, r2[:, None], r3[:, None])))
-    out = residual + tl.where(r >= p, x / (1.0 - p), 0.0)
+    out = residual + tl.where(r >= p, x * scale, 0.0)
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -32,6 +33,7 @@ def residual_dropout(x, residual, out, p, seed):
     """out[:] = residual + dropout(x, p) with the mask given by seed. Returns out."""
     n_elements = out.numel()
     BLOCK_SIZE = 2048  # a multiple of 4; 2048 with 4 warps was the fastest of six on an H200
+    scale = 1.0 / (1.0 - p)
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    residual_dropout_kernel[grid](x, residual, out, n_elements, p, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
+    residual_dropout_kernel[grid](x, residual, out, n_elements, p, scale, seed, BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
     return out
