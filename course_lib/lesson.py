@@ -16,13 +16,12 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import runtime
+from . import runtime, sources
 
 
 def task_file(task: str, source: str = "exercises") -> Path:
     """The file a task is graded from: ``exercises/<task>.py``, ``solutions/<task>.py`` or a folder's."""
-    folder = runtime.course_root() / source if source in ("exercises", "solutions") else Path(source)
-    path = folder.expanduser().resolve() / f"{task}.py"
+    path = sources.task_path(task, source)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist (python -m course_lib sync-exercises writes exercises/)")
     return path

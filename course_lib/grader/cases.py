@@ -93,7 +93,7 @@ def prepare(spec: tasks.TaskSpec, case: tasks.Case, seed: int) -> PreparedCase:
     return PreparedCase(list(made), tensors, values, pristine)
 
 
-def _flow_outcome(flow: dict | None, launches: list[str], outputs: tuple[str, ...]) -> Outcome | None:
+def _flow_outcome(flow: dict | None, launches: list[str]) -> Outcome | None:
     """The data-flow rule (interpreter): kernels read every input and wrote every output element."""
     if not flow:
         return None
@@ -161,7 +161,7 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
     flow_meta = dict(reply.get("flow") or {})
     if not spec.outputs and isinstance(reply.get("returned"), dict) and "unwritten_by_kernel" in reply["returned"]:
         flow_meta["unwritten_by_kernel"] = {"the returned tensor": reply["returned"]["unwritten_by_kernel"]}
-    flowed = _flow_outcome(flow_meta, launches, spec.outputs)
+    flowed = _flow_outcome(flow_meta, launches)
     reference_inputs = {
         k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
         for k, v in prepared.pristine.items()

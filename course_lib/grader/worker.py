@@ -22,8 +22,6 @@ import time
 import warnings
 from pathlib import Path
 
-_SOLUTION_LABEL = "not implemented yet"
-
 
 def _send(conn, message: dict, data: bytes | None = None) -> None:
     conn.send_bytes(json.dumps(message).encode())
@@ -214,6 +212,7 @@ class _Worker:
     # one question to a task that is no kernel (op_costs) ------------------------------------------
 
     def call(self, message: dict) -> None:
+        from ..stubs import NOT_IMPLEMENTED
         from ..tracebacks import learner_frames
 
         fn = getattr(self.module, message["function"], None)
@@ -223,7 +222,7 @@ class _Worker:
         try:
             value = fn(**message["kwargs"])
         except NotImplementedError as e:
-            _send(self.conn, {"kind": "call_done", "todo": str(e) or _SOLUTION_LABEL})
+            _send(self.conn, {"kind": "call_done", "todo": str(e) or NOT_IMPLEMENTED})
             return
         except BaseException as e:  # learner code
             frames = learner_frames(e, self.path, limit=2)
