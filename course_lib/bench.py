@@ -3,9 +3,10 @@
     python -m course_lib bench vector_add --record results/h200.json
 
 Every variant of a case is timed in the same process, on the same inputs, one after another:
-the solution (twice, to show the spread of the method), torch eager (the task's reference), and
-torch.compile of the same reference; matmul tasks add cuBLAS. Before timing, the solution's output
-is checked against torch's on the benchmark inputs.
+the solution (twice, to show the spread of the method), torch eager (the task's reference),
+torch.compile of the same reference (and any other compile mode a task asks for, such as
+max-autotune), and a task's own extra baselines (``TaskSpec.bench_variants``: cuBLAS for the matmul
+tasks). Before timing, the solution's output is checked against torch's on the benchmark inputs.
 """
 
 from __future__ import annotations
@@ -90,17 +91,24 @@ def _bench_case(spec, entry, case, peaks: roofline.Peaks, log, full: bool = True
     rows.append(_record(spec, case, "torch_eager", timing.bench(eager), peaks))
     if not full:
         return rows
-    compiled = torch.compile(baseline)
-    start = time.perf_counter()
-    compiled(**ref_inputs)
-    torch.cuda.synchronize()
-    compile_s = round(time.perf_counter() - start, 2)
-    t = timing.bench(lambda: compiled(**ref_inputs))
-    rows.append(_record(spec, case, "torch_compile", t, peaks, compile_s=compile_s))
+    for name, variant in (spec.bench_variants(case) if spec.bench_variants else {}).items():
+        rows.append(_record(spec, case, name, timing.bench(lambda v=variant: v(**ref_inputs)), peaks))
+    for mode in spec.compile_modes:
+        # a fresh compile per mode: dynamo caches by code object, so reset between modes
+        torch._dynamo.reset()
+        compiled = torch.compile(baseline, **({} if mode == "default" else {"mode": mode}))
+        start = time.perf_counter()
+        compiled(**ref_inputs)
+        torch.cuda.synchronize()
+        compile_s = round(time.perf_counter() - start, 2)
+        t = timing.bench(lambda c=compiled: c(**ref_inputs))
+        name = "torch_compile" if mode == "default" else f"torch_compile_{mode}"
+        rows.append(_record(spec, case, name, t, peaks, compile_s=compile_s))
     for r in rows:
         log(
-            f"{spec.name:<14}{r['variant']:<15}{r['dtype']:<10}{str(tuple(r['shape'])):<16}"
-            f"{r['median_ms'] * 1e3:>10.1f} us {r['gbs']:>8.0f} GB/s {r['roofline_fraction']:>6.0%} of roofline"
+            f"{spec.name:<14}{r['variant']:<28}{r['dtype']:<10}{str(tuple(r['shape'])):<20}"
+            f"{r['median_ms'] * 1e3:>10.1f} us {r['gbs']:>8.0f} GB/s {r['tflops']:>7.1f} TFLOP/s "
+            f"{r['roofline_fraction']:>6.0%} of roofline"
         )
     return rows
 

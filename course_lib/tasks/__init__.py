@@ -72,6 +72,12 @@ class TaskSpec:
     bytes_moved: Callable[[Case], int] | None = None  # the fewest bytes a kernel must move
     flops: Callable[[Case], int] | None = None
     bench_cases: list[Case] = field(default_factory=list)
+    # more baselines for the benchmarks, timed beside the solution: case -> {variant name: callable
+    # taking the reference's keywords}, e.g. {"cublas": lambda a, b: torch.matmul(a, b)}
+    bench_variants: Callable[[Case], dict] | None = None
+    # torch.compile modes timed as baselines: "default" is recorded as torch_compile, any other mode
+    # as torch_compile_<mode> (e.g. "max-autotune" -> torch_compile_max-autotune)
+    compile_modes: tuple[str, ...] = ("default",)
     hints: list[str] = field(default_factory=list)
     forbid_in_launcher: frozenset[str] = frozenset()  # torch calls this task forbids beyond the default
     tensor_cores: bool = False  # the FLOPs run on tensor cores (matmul): roofline at the dtype's matmul rate
