@@ -70,14 +70,15 @@ def grouped_matmul_kernel(
 # BEGIN SOLUTION
 # TODO: wrap the kernel in triton.autotune: a short list of triton.Config({"BLOCK_M": ..., "BLOCK_N": ...,
 # TODO: "BLOCK_K": ..., "GROUP_M": ...}, num_warps=..., num_stages=...) and a key on the shape.
-# The first config is plain Triton's best measured here: 128x128x64, 8 warps, 3 stages, 606 TFLOP/s
-# in bf16 at 8192^3 on an H200 (cuBLAS 679). In CPU mode the autotuner runs each config once and keeps
-# the first, so the list stays short.
+# bf16 at 8192^3 on an H200 (results/experiment_matmul_h200.json): 128x256x64, 8 warps, 3 stages, in groups
+# of 8 tile-rows: 781 TFLOP/s, 98% of cuBLAS's 796 in the same run (742 row by row). At K = 512 the groups
+# lose a little (500 against 508): the first config is the best found; the autotuner picks per shape. In
+# CPU mode the autotuner runs each config once and keeps the first, so the list stays short.
 grouped_matmul_kernel = triton.autotune(
     configs=[
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
         triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=8, num_stages=3),
     ],
     key=["M", "N", "K"],
 )(grouped_matmul_kernel)

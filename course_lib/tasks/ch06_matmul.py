@@ -183,7 +183,7 @@ register(
             "acc = tl.dot(a, b, acc) each step, and cast once on the store (acc.to(out_ptr.dtype.element_ty)); "
             "a running sum kept in fp16 rounds at every step and fails the long-K case. For float32 inputs "
             'pass input_precision="ieee": the default on a GPU, TF32, keeps only 10 bits of each input. '
-            "tl.dot needs block sizes of at least 16; 128 x 128 x 64 with 8 warps and 3 stages is fast on "
+            "tl.dot needs block sizes of at least 16; 128 x 256 x 64 with 8 warps and 3 stages is fast on "
             "an H200.",
         ],
     )
