@@ -430,7 +430,7 @@ register(
             "is tl.minimum(n_row_tiles - first_tile_row, GROUP_M). With GROUP_M there instead, some tiles "
             "get no program and some programs point past the output.",
             "Autotune: wrap the kernel in triton.autotune(configs=[triton.Config({'BLOCK_M': 128, "
-            "'BLOCK_N': 128, 'BLOCK_K': 64, 'GROUP_M': 8}, num_warps=8, num_stages=3), ...], key=['M', 'N', "
+            "'BLOCK_N': 256, 'BLOCK_K': 64, 'GROUP_M': 8}, num_warps=8, num_stages=3), ...], key=['M', 'N', "
             "'K']) and let the grid follow the chosen config: grid = lambda meta: (triton.cdiv(M, "
             "meta['BLOCK_M']) * triton.cdiv(N, meta['BLOCK_N']),). Keep the grid 1-D: in CPU mode the "
             "grader records the order in which your programs store their tiles.",
