@@ -8,6 +8,11 @@
   access against the memory of the tensors passed to the kernel before it touches memory
   (``OutOfBoundsAccess``), and hands it to the ``access_listeners``: the traffic counter
   (``course_lib.traffic``) and the grader's data-flow record (``FlowRecord``) listen there.
+* Launch listeners (both modes): ``launch_listeners`` see each kernel launch's arguments just before
+  it runs; ``course_lib.tasks.structure`` records them there to compile the kernel as it was launched.
+* Tensor descriptors (both modes): a host ``TensorDescriptor`` that breaks TMA's 16-byte rule raises
+  ``DescriptorAlignmentError`` with the numbers and the fix, when it is made and again before a
+  launch, instead of Triton's bare assertion, a GPU fault or (some versions) silently wrong values.
 
 The interpreter's bug work-arounds live apart, in ``course_lib.interpreter``.
 """
@@ -25,6 +30,10 @@ from . import runtime
 
 class OutOfBoundsAccess(Exception):
     """A kernel loaded or stored outside the memory of every tensor passed to it (interpreter only)."""
+
+
+class DescriptorAlignmentError(ValueError):
+    """A tensor descriptor whose base, strides or block row are no multiple of 16 bytes (TMA's rule)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -74,6 +83,11 @@ def _outside_launch(fn, w: Watch):
     return call
 
 
+# Called with (kernel, positional arguments, keyword arguments) just before each launch of a kernel
+# (the innermost one: for an autotuned kernel, the launch with the chosen config's values).
+launch_listeners: list = []
+
+
 def _wrap_run(cls, bounds: bool = True) -> None:
     """Count launches of ``cls`` (outermost only) and, in the interpreter, check their bounds.
 
@@ -96,6 +110,10 @@ def _wrap_run(cls, bounds: bool = True) -> None:
                 self.pre_run_hooks = [_outside_launch(h, w) for h in hooks]
             w.depth += 1
         try:
+            if bounds:  # the class that really launches (JITFunction, InterpretedFunction)
+                check_descriptor_arguments(self, args, kwargs)
+                for listener in list(launch_listeners):
+                    listener(self, args, kwargs)
             if bounds and runtime.is_cpu():
                 with _bounds_for_launch(self, args, kwargs):
                     return original(self, *args, **kwargs)
@@ -108,6 +126,121 @@ def _wrap_run(cls, bounds: bool = True) -> None:
 
     run._course_wrapped = True  # type: ignore[attr-defined]
     cls.run = run
+
+
+# --------------------------------------------------------------------------------------------------
+# tensor descriptors: TMA's 16-byte rule, checked before the GPU (or the interpreter) sees them
+
+TMA_ALIGN = 16  # bytes: TMA reads a tensor's base, its row strides and a block's rows in 16-byte units
+
+
+def descriptor_problems(desc) -> list[str]:
+    """What breaks TMA's 16-byte rule in a host tensor descriptor: [] when nothing does."""
+    base = desc.base
+    itemsize = base.element_size()
+    problems = []
+    address = base.data_ptr()
+    if address % TMA_ALIGN:
+        problems.append(
+            f"the base address is {address % TMA_ALIGN} bytes past a multiple of 16 (a view that starts "
+            f"{base.storage_offset()} element{'s' * (base.storage_offset() != 1)} into its buffer)"
+        )
+    strides = [int(s) for s in desc.strides]
+    for dim, stride in enumerate(strides[:-1]):
+        if stride * itemsize % TMA_ALIGN:
+            problems.append(
+                f"the stride of dimension {dim} is {stride} elements = {stride * itemsize} bytes, not a multiple "
+                f"of 16 ({stride * itemsize} = 16 * {stride * itemsize // 16} + {stride * itemsize % 16})"
+            )
+    if strides and strides[-1] != 1:
+        problems.append(f"the last dimension's stride is {strides[-1]}, not 1: its elements must be contiguous")
+    row = int(desc.block_shape[-1]) * itemsize
+    if row % TMA_ALIGN:
+        problems.append(
+            f"the block's last dimension is {desc.block_shape[-1]} elements = {row} bytes, not a multiple of 16"
+        )
+    return problems
+
+
+def _padded_length(n: int, itemsize: int) -> int:
+    step = TMA_ALIGN // itemsize if TMA_ALIGN % itemsize == 0 else TMA_ALIGN
+    return -(-n // step) * step
+
+
+def descriptor_message(desc, problems: list[str], name: str | None = None) -> str:
+    base = desc.base
+    itemsize = base.element_size()
+    shape = tuple(int(s) for s in desc.shape)
+    strides = tuple(int(s) for s in desc.strides)
+    dtype = str(base.dtype).replace("torch.", "")
+    what = f"`{name}`, a " if name else "a "
+    lines = [
+        f"{what}TensorDescriptor breaks TMA's 16-byte rule: tensor shape {shape}, {dtype} ({itemsize} bytes), "
+        f"strides in bytes {tuple(s * itemsize for s in strides)}, block {tuple(int(b) for b in desc.block_shape)}.",
+        "TMA needs the base address, every stride but the last (which is 1) and the block's last dimension "
+        "in bytes to be multiples of 16. Here " + "; ".join(problems) + ".",
+    ]
+    if len(shape) >= 2 and any(s * itemsize % TMA_ALIGN for s in strides[:-1]):
+        n = shape[-1]
+        padded = _padded_length(n, itemsize)
+        lines.append(
+            f"Fix: pad the leading dimension. Store the rows {padded} elements apart ({padded * itemsize} bytes) "
+            f"instead of {strides[-2]}: buf = torch.zeros(..., {padded}, dtype=torch.{dtype}); t = buf[..., :{n}]; "
+            "then copy the data into t (the padding stays zero) and build the descriptor on t."
+        )
+    elif desc.base.data_ptr() % TMA_ALIGN:
+        lines.append("Fix: start the tensor at a 16-byte boundary (a fresh allocation, or .clone() of the view).")
+    else:
+        lines.append("Fix: make the block's last dimension at least 16 bytes (e.g. 8 fp16 or 4 fp32 elements).")
+    lines.append(
+        "On a GPU a kernel given such a descriptor faults (illegal instruction) or, in some versions, reads "
+        "wrong values without a word: the course stops it before the launch."
+    )
+    return "\n".join(lines)
+
+
+def check_descriptor(desc, name: str | None = None) -> None:
+    """Raise DescriptorAlignmentError when ``desc`` (a host TensorDescriptor) breaks TMA's 16-byte rule."""
+    base = getattr(desc, "base", None)
+    if not hasattr(base, "data_ptr") or type(base).__name__ in ("FakeTensor", "FunctionalTensor"):
+        return
+    problems = descriptor_problems(desc)
+    if problems:
+        raise DescriptorAlignmentError(descriptor_message(desc, problems, name))
+
+
+def _is_descriptor(value) -> bool:
+    return type(value).__name__ == "TensorDescriptor" and hasattr(value, "block_shape") and hasattr(value, "strides")
+
+
+def check_descriptor_arguments(fn_obj, args, kwargs) -> None:
+    """Before a launch: every TensorDescriptor argument keeps TMA's 16-byte rule (else raise)."""
+    names = list(getattr(fn_obj, "arg_names", []))
+    for i, value in enumerate(args):
+        if _is_descriptor(value):
+            check_descriptor(value, names[i] if i < len(names) else None)
+    for key, value in kwargs.items():
+        if _is_descriptor(value):
+            check_descriptor(value, key)
+
+
+def _checked_post_init(original):
+    def __post_init__(self):
+        check_descriptor(self)  # the course's message first, then Triton's own checks
+        original(self)
+
+    __post_init__._course_wrapped = True  # type: ignore[attr-defined]
+    return __post_init__
+
+
+def _install_descriptor_check() -> None:
+    """Make TensorDescriptor's constructor check the 16-byte rule with the course's message. (Gluon's
+    descriptors, imported only by Gluon code, are checked before their launch, like any other.)"""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    original = TensorDescriptor.__post_init__
+    if not getattr(original, "_course_wrapped", False):
+        TensorDescriptor.__post_init__ = _checked_post_init(original)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -398,6 +531,7 @@ def install() -> None:
     _wrap_run(jit.JITFunction)
     _wrap_run(autotuner.Autotuner, bounds=False)
     _wrap_run(autotuner.Heuristics, bounds=False)
+    _install_descriptor_check()
     if runtime.is_cpu():
         import triton.runtime.interpreter as interp
 

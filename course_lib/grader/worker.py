@@ -46,7 +46,7 @@ def _limit_memory(nbytes: int | None) -> None:
 
 def _explain(e: BaseException, path: Path) -> dict:
     """{status, summary, details} for an exception raised by the learner's launcher or kernel."""
-    from ..hooks import OutOfBoundsAccess
+    from ..hooks import DescriptorAlignmentError, OutOfBoundsAccess
     from ..stubs import NOT_IMPLEMENTED
     from ..tracebacks import chain, learner_frames
     from .guards import TorchComputeInLauncher
@@ -64,6 +64,10 @@ def _explain(e: BaseException, path: Path) -> dict:
         if isinstance(exc, OutOfBoundsAccess):
             first = str(exc).splitlines()
             return said("fail", "out-of-bounds access: " + first[0], first[1:] + where)
+    for exc in links:
+        if isinstance(exc, DescriptorAlignmentError):
+            first = str(exc).splitlines()
+            return said("fail", first[0], first[1:] + where)
     for exc in links:
         if isinstance(exc, TorchComputeInLauncher):
             return said("fail", "torch compute in the launcher: " + str(exc))

@@ -1,0 +1,47 @@
+"""Teaching kernels that notebooks and benchmarks show beside a task's solution; never graded.
+
+They live here rather than in ``course_lib.tasks``: a task module is a spec in plain data and
+imports Triton only inside functions, so ``python -m course_lib list`` and the grader's protected
+process define no kernel. A demo kernel is a @triton.jit function at module level, so this module
+imports Triton when it is imported (after ``course_lib``, which sets up CPU mode first).
+
+* ``naive_transpose``: out = x.T with one row of x per program, stored as a column of out. Its
+  loads are coalesced; its stores are not: consecutive elements of x's row land a whole out row
+  apart, so each lane of a warp writes a 32-byte sector of its own. Chapter 08 sets it against the
+  tiled transpose (``solutions/tiled_transpose.py``) and a plain copy of the same bytes.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def naive_transpose_kernel(
+    x_ptr,  # x, (M, N): element (m, n) at x_ptr + m * stride_xm + n * stride_xn
+    out_ptr,  # out, (N, M): element (n, m) at out_ptr + n * stride_on + m * stride_om
+    M,
+    N,
+    stride_xm,
+    stride_xn,
+    stride_on,
+    stride_om,
+    BLOCK_N: tl.constexpr,  # elements of the row per step
+):
+    m = tl.program_id(axis=0).to(tl.int64)  # this program's row of x = column of out
+    for n0 in range(0, N, BLOCK_N):
+        cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)  # (BLOCK_N,)
+        mask = cols < N
+        row = tl.load(x_ptr + m * stride_xm + cols * stride_xn, mask=mask)  # (BLOCK_N,) along x's row
+        # consecutive lanes store stride_on elements apart: one out row each
+        tl.store(out_ptr + cols * stride_on + m * stride_om, row, mask=mask)
+
+
+def naive_transpose(x, out, BLOCK_N: int = 1024):
+    """out[:] = x.T, one program per row of x (M programs). Returns out."""
+    M, N = x.shape
+    naive_transpose_kernel[(M,)](
+        x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1), BLOCK_N=BLOCK_N, num_warps=4
+    )
+    return out

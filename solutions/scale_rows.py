@@ -1,0 +1,67 @@
+"""out[i, :] = x[i, :] * scale[i], read and written 16 bytes at a time where the rows allow it.
+
+x and out are (R, C) views whose rows may lie further apart than C (padded to a multiple of 16
+bytes). Triton specializes an integer argument as "divisible by 16" only when it is a multiple of
+16 elements, so it cannot see that rows 1016 fp16 apart (2032 bytes) start on 16-byte boundaries.
+The launcher can: it checks the addresses and strides and passes VEC, the elements per 16 bytes
+(or 1), and the kernel tells the compiler with tl.multiple_of.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_rows_kernel(
+    x_ptr,  # x, (R, C): element (i, j) at x_ptr + i * stride_x + j
+    scale_ptr,  # scale, (R,)
+    out_ptr,  # out, (R, C): element (i, j) at out_ptr + i * stride_out + j
+    n_cols,  # C
+    stride_x,  # elements between rows of x
+    stride_out,  # elements between rows of out
+    BLOCK_SIZE: tl.constexpr,  # columns per program
+    VEC: tl.constexpr,  # the launcher's promise: row starts and n_cols are multiples of VEC elements
+):
+    row = tl.program_id(axis=0)
+    col_block = tl.program_id(axis=1)
+    # BEGIN SOLUTION
+    # TODO: this program's columns and their mask; the row's start in x and in out, hinted as
+    # TODO: multiples of VEC (tl.multiple_of on the product row * stride: a hint on a bare argument
+    # TODO: is dropped); the mask kept in whole vectors of VEC; load, multiply by scale[row], store.
+    x_start = tl.multiple_of(row * stride_x, VEC)
+    out_start = tl.multiple_of(row * stride_out, VEC)
+    # n_cols // VEC * VEC is n_cols whenever the launcher passes VEC > 1, and visibly a multiple of
+    # VEC: the mask then comes in whole vectors, which a 16-byte load needs as much as an aligned address
+    n_whole = n_cols // VEC * VEC
+    cols = col_block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)  # (BLOCK_SIZE,)
+    mask = cols < n_whole
+    x = tl.load(x_ptr + x_start + cols, mask=mask)  # (BLOCK_SIZE,)
+    s = tl.load(scale_ptr + row).to(tl.float32)
+    tl.store(out_ptr + out_start + cols, (x.to(tl.float32) * s).to(out_ptr.dtype.element_ty), mask=mask)
+    # END SOLUTION
+
+
+def scale_rows(x, scale, out):
+    """out[i, :] = x[i, :] * scale[i] for x and out of shape (R, C) with unit column stride. Returns out."""
+    n_rows, n_cols = x.shape
+    # BEGIN SOLUTION
+    # TODO: decide VEC = 16 // x.element_size() only if both base addresses are multiples of 16 bytes
+    # TODO: and both row strides and n_cols are multiples of that many elements, else 1; launch a
+    # TODO: (n_rows, cdiv(n_cols, BLOCK_SIZE)) grid with the strides and VEC.
+    vec = 16 // x.element_size()
+    aligned = (
+        x.data_ptr() % 16 == 0
+        and out.data_ptr() % 16 == 0
+        and x.stride(0) % vec == 0
+        and out.stride(0) % vec == 0
+        and n_cols % vec == 0
+    )
+    # 1024 columns, 4 warps: 8 fp16 (one 16-byte access) or 8 fp32 (two) per thread
+    BLOCK_SIZE = 1024
+    grid = (n_rows, triton.cdiv(n_cols, BLOCK_SIZE))
+    scale_rows_kernel[grid](
+        x, scale, out, n_cols, x.stride(0), out.stride(0),
+        BLOCK_SIZE=BLOCK_SIZE, VEC=vec if aligned else 1, num_warps=4,
+    )  # fmt: skip
+    # END SOLUTION
+    return out
