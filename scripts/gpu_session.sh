@@ -5,7 +5,10 @@
 # steps (default: all but sweep, experiments): doctor check hostile wrong room bench traffic capture
 #   widgets sweep experiments (scripts/experiments.py; EXPERIMENTS="timing gelu" picks some)
 # WIDGET_DEPS=folder: ipywidgets and friends for a GPU machine that lacks them (widgets step)
-# BENCH_TASKS="softmax layernorm" limits the bench step; BENCH_DTYPE=float32 its cases.
+# BENCH_TASKS="softmax layernorm" limits the bench step; BENCH_DTYPE=float32 its cases; CHECK_TASKS the
+#   check step (default: --all); WRONG_CHAPTERS="ch06 ch07" the wrong step to those chapters' folders.
+# notebooks: every notebook (NOTEBOOKS="notebooks/06_*.ipynb" picks some) run top to bottom in GPU mode
+#   by scripts/run_notebooks.py (IPython from WIDGET_DEPS where the machine lacks it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -24,8 +27,8 @@ if has doctor; then
 fi
 if has check; then
   step "check --all --solutions (compiled for the GPU), then the untouched exercises"
-  $py -m course_lib check --all --solutions 2>&1 | tee "$OUT/check_solutions.txt"
-  $py -m course_lib check --all > "$OUT/check_exercises.txt" 2>&1
+  $py -m course_lib check ${CHECK_TASKS:---all} --solutions 2>&1 | tee "$OUT/check_solutions.txt"
+  $py -m course_lib check ${CHECK_TASKS:---all} > "$OUT/check_exercises.txt" 2>&1
   echo "exit $?" >> "$OUT/check_exercises.txt"
   tail -3 "$OUT/check_exercises.txt"
 fi
@@ -53,10 +56,12 @@ if has wrong; then
   : > "$OUT/wrong_submissions.txt"
   # only the course's tasks: tests/wrong also holds files for a task that only the tests register
   known=$($py -c "from course_lib import tasks; print('|'.join(t.name for t in tasks.all_tasks()))")
-  ls tests/wrong/*/*.py | grep -E "/($known)\.py$" | grep -v '/ch03_' | xargs -P 8 -I{} bash -c 'one {}' \
+  chapters=$(for c in ${WRONG_CHAPTERS:-}; do printf '%s|' "$c"; done)
+  ls tests/wrong/*/*.py | grep -E "/($known)\.py$" | grep -v '/ch03_' | { [ -n "$chapters" ] && grep -E "/(${chapters%|})_" || cat; } \
+    | xargs -P 8 -I{} bash -c 'one {}' \
     >> "$OUT/wrong_submissions.txt"
   sort -o "$OUT/wrong_submissions.txt" "$OUT/wrong_submissions.txt"
-  for file in tests/wrong/ch03_*/*.py; do one "$file"; done >> "$OUT/wrong_submissions.txt"
+  [ -z "$chapters" ] && for file in tests/wrong/ch03_*/*.py; do one "$file"; done >> "$OUT/wrong_submissions.txt"
   echo "$(wc -l < "$OUT/wrong_submissions.txt") wrong submissions graded; passed (should be none):"
   grep -E ': PASS' "$OUT/wrong_submissions.txt" || echo "  none"
 fi
@@ -87,4 +92,9 @@ fi
 if has experiments; then
   step "experiments"
   $py scripts/experiments.py ${EXPERIMENTS:-timing gelu rows dropout} --out "$OUT" 2>&1 | quiet
+fi
+if has notebooks; then
+  step "notebooks top to bottom in GPU mode"
+  mkdir -p "$OUT/notebooks"
+  OUT="$OUT/notebooks" $py scripts/run_notebooks.py ${NOTEBOOKS:-notebooks/*.ipynb} 2>&1 | tail -20
 fi
