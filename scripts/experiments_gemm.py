@@ -747,10 +747,38 @@ def exp_host(log) -> dict:
     return {"rows": rows}
 
 
+def exp_stages(log) -> dict:
+    """num_stages 1 to 4 on chapter 06's pointer-load kernel (grouped), bf16: what software pipelining
+    of the loads is worth, set beside course_lib.pipeline_sim's prediction in chapter 09."""
+    rows = []
+    for M, N, K in ((8192, 8192, 8192), (8192, 8192, 512)):
+        a = torch.randn(M, K, device="cuda", dtype=BF16)
+        b = torch.randn(K, N, device="cuda", dtype=BF16)
+        c = torch.empty(M, N, device="cuda", dtype=BF16)
+        flops = 2 * M * N * K
+        cublas = _ms(lambda: torch.matmul(a, b, out=c))
+        rows.append(_row("cublas", (M, N, K), BF16, cublas, flops))
+        for bm, bn, bk, w in ((128, 256, 64, 8), (128, 128, 64, 8)):
+            for st in (1, 2, 3, 4):
+                cfg = {"config": {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st}}
+
+                def go(bm=bm, bn=bn, bk=bk, w=w, st=st):
+                    _launch_ptr(a, b, c, bm, bn, bk, 8, w, st)
+
+                ms = _try(log, f"stages {cfg}", lambda go=go: (go(), _ms(go))[1])
+                if ms:
+                    rows.append(_row("pointer", (M, N, K), BF16, ms, flops, **cfg))
+                    log(f"{(M, N, K)} {bm}x{bn}x{bk} stages {st}: {ms * 1e3:8.1f} us {flops / ms / 1e9:6.0f} TFLOP/s")
+        torch.cuda.empty_cache()
+    return {"rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
-        "which", nargs="+", choices=["matmul", "decode", "decode_compile", "transpose", "padded_k", "linear", "host"]
+        "which",
+        nargs="+",
+        choices=["matmul", "decode", "decode_compile", "transpose", "padded_k", "linear", "host", "stages"],
     )
     ap.add_argument("--out", default="results/session")
     args = ap.parse_args()
