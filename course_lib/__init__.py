@@ -56,6 +56,7 @@ _SUBMODULES = {
     "compilation",
     "grader",
     "lesson",
+    "pipeline_sim",
     "progress",
     "results",
     "roofline",

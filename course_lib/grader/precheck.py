@@ -41,11 +41,14 @@ _ALLOWED_IN_ORDER = (
     "dataclasses",
     "__future__",
     "course_lib.tuned",
+    "course_lib.barriers",
 )
-# Top-level modules, with their submodules (less the escape hatches below), plus exactly course_lib.tuned:
-# the launch configurations two solutions share. The rest of course_lib is the grader itself.
+# Top-level modules, with their submodules (less the escape hatches below), plus exactly course_lib.tuned
+# (the launch configurations two solutions share) and course_lib.barriers (the operations chapter 09's
+# ring yields; the grader replays what they did in its own process). The rest of course_lib is the grader.
 ALLOWED_IMPORTS = frozenset(_ALLOWED_IN_ORDER)
 _ALLOWED_TEXT = ", ".join(_ALLOWED_IN_ORDER[:-1]) + " and " + _ALLOWED_IN_ORDER[-1]
+_COURSE_MODULES = tuple(name.split(".") for name in _ALLOWED_IN_ORDER if name.startswith("course_lib."))
 
 # Private names a task file may one day need (say, one a Triton release makes the only way to do
 # something); each would be reviewed and added here by name.
@@ -162,10 +165,11 @@ def _import_problem(path: str) -> str | None:
     """The message when the dotted path (a module, or a name imported from one) may not be imported."""
     parts = path.split(".")
     if parts[0] == "course_lib":
-        if parts[:2] != ["course_lib", "tuned"]:
+        if parts[:2] not in [list(m) for m in _COURSE_MODULES]:
             return (
                 f"{path} is the course's own code: a task file may not import the course's grader; "
-                "from course_lib it may use only course_lib.tuned (from course_lib.tuned import row_config)"
+                "from course_lib it may use only course_lib.tuned and course_lib.barriers "
+                "(from course_lib.tuned import row_config)"
             )
     elif parts[0] not in ALLOWED_IMPORTS:
         if importlib.util.find_spec(parts[0]) is None:  # a top-level name: nothing of it runs here

@@ -1,4 +1,5 @@
-"""Notebook panels: a benchmark sweep, a tuner, a comparison chart and an Amdahl calculator.
+"""Notebook panels: a benchmark sweep, a tuner, a comparison chart, an Amdahl calculator and a
+pipeline timeline.
 
     from course_lib import widgets
     widgets.amdahl_calculator()
@@ -26,7 +27,8 @@ One module per panel; every name is used from here, as ``course_lib.widgets.NAME
 - ``gpu_sweep``: ``sweep``, ``sweep_figure``, ``sweep_table``;
 - ``panels``: ``benchmark_panel``;
 - ``tuning``: ``ConfigRun``, ``run_config``, ``format_run``, ``tuner``;
-- ``charts``: ``comparison_rows``, ``comparison_figure``, ``comparison_chart``.
+- ``charts``: ``comparison_rows``, ``comparison_figure``, ``comparison_chart``;
+- ``pipeline``: ``timeline_text``, ``timeline_figure``, ``pipeline_timeline`` (over ``course_lib.pipeline_sim``).
 
 (No module is named after a function it holds: ``course_lib.widgets.sweep`` is the function.)
 """
@@ -50,6 +52,7 @@ from .model import (
     model_table,
 )
 from .panels import benchmark_panel
+from .pipeline import pipeline_timeline, timeline_figure, timeline_text
 from .traffic_count import TRAFFIC_ELEMENTS, count_traffic, traffic_shape, traffic_text
 from .tuning import DEFAULT_TUNER_PARAMS, ConfigRun, format_run, run_config, tuner
 
@@ -76,6 +79,7 @@ __all__ = [
     "model_plot",
     "model_rows",
     "model_table",
+    "pipeline_timeline",
     "results",
     "roofline",
     "run_config",
@@ -85,6 +89,8 @@ __all__ = [
     "sweep",
     "sweep_figure",
     "sweep_table",
+    "timeline_figure",
+    "timeline_text",
     "timing",
     "traffic",
     "traffic_shape",
