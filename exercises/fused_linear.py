@@ -55,8 +55,10 @@ def fused_linear_kernel(
     # Rows past M are masked (they load zeros), columns past N wrap around to real ones: no load
     # leaves x or weight, and those results are never stored. With M = 1 and BLOCK_M = 16, 15 of the 16
     # rows are past M: unmasked, they would read 15 rows past the end of x. Masking rather than
-    # wrapping them: 36 us against 42 at M = 1, N = K = 8192 bf16 on an H200 (wrapped, every row of
-    # the tile is row 0, and the compiler, which knows M = 1, handles the load worse).
+    # wrapping them (rows % M): 36.4 us against 41.8 at M = 1, N = K = 8192 bf16 on an H200
+    # (results/bench_fused_linear_h200.json, masked; results/experiment_fused_linear_wrapped_rows_h200.json,
+    # the same bench wrapped). Wrapped, every row of the tile is row 0, and the compiler, which knows
+    # M = 1, handles the load worse.
     x_ptrs = x_ptr + rows[:, None] * stride_xm + ks[None, :] * stride_xk  # (BLOCK_M, BLOCK_K)
     # weight.T's (BLOCK_K, BLOCK_N) slice: k down the rows, n across, read straight from weight
     w_ptrs = w_ptr + ks[:, None] * stride_wk + (cols % N)[None, :] * stride_wn  # (BLOCK_K, BLOCK_N)
@@ -173,10 +175,14 @@ def _config(M, N, K, element_size):
     inputs have ``element_size`` bytes an element. Block sizes are powers of two, at least 16 for
     tl.dot; an H200 has 132 SMs."""
     # TODO: two regimes, told apart by M (the tokens in the batch). Many rows: compute-bound, use
-    # TODO: a large tile (256 x 128 x 64, GROUP_M 8, 8 warps, 3 stages). Few rows (decoding,
-    # TODO: M = 1 ... 16): memory-bound, the time is reading weight once; count the programs your tiles
-    # TODO: give for M = 16, N = 8192 and make sure there are enough for 132 SMs (small BLOCK_M and
-    # TODO: BLOCK_N, a long BLOCK_K, 4 warps, 4 stages).
+    # TODO: a large tile (256 x 128 x 64, GROUP_M 8, 8 warps, 3 stages: the best tile measured for this
+    # TODO: pointer kernel, 1.72 ms at 8192^3 against 1.87 for 128 x 256, without the epilogue; the given
+    # TODO: descriptor kernel's best is 128 x 256, results/experiment_linear_h200.json). Few rows
+    # TODO: (M <= 64, every M the launcher sends here; decoding is M = 1 ... 16): memory-bound, the time
+    # TODO: is reading weight once; count the programs your tiles give for M = 16, N = 8192 and make it
+    # TODO: at least 128, about one per SM of an H200's 132 (small BLOCK_M and BLOCK_N, a long BLOCK_K,
+    # TODO: 4 warps, 4 stages). For M = 17 ... 64, BLOCK_M is the next power of two and BLOCK_K halves,
+    # TODO: so the taller tiles still fit in shared memory.
     raise NotImplementedError("not implemented yet: _config in exercises/fused_linear.py")
 
 

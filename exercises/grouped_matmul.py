@@ -3,11 +3,16 @@
 # `python -m course_lib check grouped_matmul`. Your edits are never overwritten by sync-exercises.
 """out = a @ b with the programs numbered in groups of GROUP_M tile-rows, and autotuned tiles.
 
-A GPU starts programs roughly in the order of their numbers, a wave of a few hundred at a time.
-Numbered row by row, one wave covers one or two rows of output tiles: it reads a few row-tiles of
-a, but every column-tile of b, so b streams through L2 again for each row of tiles. Numbered in
-groups, a wave covers a block of GROUP_M tile-rows by a few tile-columns, and programs that run
-together read the same tiles of a and of b.
+A GPU starts programs roughly in the order of their numbers, a wave of one or two per SM at a time.
+Numbered row by row, one wave covers parts of a few rows of output tiles and every column-tile: on
+an H200 (132 SMs), a wave of 132 programs of 128 x 128 tiles of an 8192 x 8192 output spans three
+tile-rows (five at two programs per SM), so it reads three strips of a but every strip of b, and b
+streams through the L2 again every few rows of tiles. Numbered in groups, a wave covers a block of
+GROUP_M tile-rows by a few tile-columns, and programs that run together read the same strips of a
+and of b.
+
+The autotuned kernel keeps the name grouped_matmul_kernel: notebook 06 and the tests read
+grouped_matmul_kernel.configs.
 """
 
 import triton
@@ -46,7 +51,9 @@ def grouped_matmul_kernel(
 
 
 # TODO: wrap the kernel in triton.autotune: a short list of triton.Config({"BLOCK_M": ..., "BLOCK_N": ...,
-# TODO: "BLOCK_K": ..., "GROUP_M": ...}, num_warps=..., num_stages=...) and a key on the shape.
+# TODO: "BLOCK_K": ..., "GROUP_M": ...}, num_warps=..., num_stages=...) and a key on the shape. Keep
+# TODO: the name: grouped_matmul_kernel = triton.autotune(...)(grouped_matmul_kernel) (notebook 06
+# TODO: and the tests read grouped_matmul_kernel.configs).
 raise NotImplementedError("not implemented yet: the module-level code in exercises/grouped_matmul.py")
 
 

@@ -43,6 +43,8 @@ def tiled_matmul(a, b, out):
     M, K = a.shape
     N = b.shape[1]
     # TODO: pick BLOCK_M, BLOCK_N, BLOCK_K (powers of two, at least 16 for tl.dot), launch one
-    # TODO: program per output tile on a 1-D grid, and pass every tensor's two strides.
+    # TODO: program per output tile on a 1-D grid, and pass every tensor's two strides. Take a smaller
+    # TODO: tile for float32 inputs: num_stages * (BLOCK_M + BLOCK_N) * BLOCK_K * 4 bytes of slices must
+    # TODO: fit in the 227 KB of shared memory one program may have on Hopper.
     raise NotImplementedError("not implemented yet: tiled_matmul in exercises/tiled_matmul.py")
     return out
