@@ -83,6 +83,19 @@ def _outside_launch(fn, w: Watch):
     return call
 
 
+def running_program() -> tuple[int | None, list[int] | None]:
+    """In the interpreter: the running program's number in launch order (x slowest, z fastest) and the
+    grid; (None, None) where the interpreter does not say."""
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "interpreter_builder", None)
+    index, dims = getattr(builder, "grid_idx", None), getattr(builder, "grid_dim", None)
+    if index is None or dims is None:
+        return None, None
+    (x, y, z), (_, gy, gz) = index, dims
+    return (int(x) * int(gy) + int(y)) * int(gz) + int(z), [int(d) for d in dims]
+
+
 # Called with (kernel, positional arguments, keyword arguments) just before each launch of a kernel
 # (the innermost one: for an autotuned kernel, the launch with the chosen config's values).
 launch_listeners: list = []

@@ -200,14 +200,9 @@ PROBE_SHAPE = (2432, 640, 16)  # (M, N, K)
 
 def _program() -> tuple[int | None, list[int] | None]:
     """The running program's number in the interpreter's order (x slowest, z fastest), and the grid."""
-    from triton.runtime import interpreter
+    from ..hooks import running_program
 
-    builder = getattr(interpreter, "interpreter_builder", None)
-    index, dims = getattr(builder, "grid_idx", None), getattr(builder, "grid_dim", None)
-    if index is None or dims is None:
-        return None, None
-    (x, y, z), (_, gy, gz) = index, dims
-    return (int(x) * int(gy) + int(y)) * int(gz) + int(z), [int(d) for d in dims]
+    return running_program()
 
 
 class _StoreOrder:

@@ -200,14 +200,8 @@ def _sector_edges(sector: np.ndarray) -> list:
 
 def _program() -> tuple[int, list[int] | None]:
     """The running program's number (x slowest, z fastest) and the grid, from the interpreter."""
-    from triton.runtime import interpreter
-
-    builder = getattr(interpreter, "interpreter_builder", None)
-    index, dims = getattr(builder, "grid_idx", None), getattr(builder, "grid_dim", None)
-    if index is None or dims is None:
-        return 0, None
-    (x, y, z), (_, gy, gz) = index, dims
-    return (int(x) * int(gy) + int(y)) * int(gz) + int(z), [int(d) for d in dims]
+    pid, grid = hooks.running_program()
+    return (0 if pid is None else pid), grid
 
 
 class _Listener:
