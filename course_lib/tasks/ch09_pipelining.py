@@ -120,8 +120,8 @@ register(
             "Arrive(empty[s]).",
             "A wait names a parity, not a phase number: Wait(bar, phase=p) passes once the barrier's latest "
             "completed phase has parity p. ready[s] completes once per round, so in round r the consumer "
-            "waits with phase r % 2. Waiting with 0 every round passes at once in round 2 on round 1's "
-            "completion, before the new tile has landed.",
+            "waits with phase r % 2. Waiting with 0 every round passes in round 1 on round 0's completion, "
+            "before round 1's tile has landed.",
             "The producer's first wait on each empty[s] must pass before the consumer has released anything. "
             "A fresh barrier behaves as if a phase of parity 1 had just completed, so wait with the opposite "
             "parity: Wait(empty[s], phase=(r % 2) ^ 1) passes at once in round 0 and, in round r, waits for "
