@@ -329,15 +329,19 @@ def strip_locations(ir: str) -> str:
 _ACCESS = re.compile(r"\b(ld|st)\.global((?:\.[\w:]+)*)")
 
 
+def access_bytes(parts) -> int:
+    """Bytes one thread moves with a load or store whose opcode is split at its dots: ld.global.v4.b32
+    -> ["ld", "global", "v4", "b32"] -> 4 lanes of 32 bits = 16."""
+    lanes = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
+    bits = next((int(p[1:]) for p in parts if re.fullmatch(r"[bfsu]\d+", p)), 0)
+    return lanes * bits // 8
+
+
 def _access_widths(ptx: str, op: str) -> dict[int, int]:
     widths: Counter[int] = Counter()
     for match in _ACCESS.finditer(ptx):
-        if match.group(1) != op:
-            continue
-        parts = match.group(2).split(".")
-        lanes = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
-        bits = next((int(p[1:]) for p in parts if re.fullmatch(r"[bfsu]\d+", p)), 0)
-        widths[lanes * bits // 8] += 1
+        if match.group(1) == op:
+            widths[access_bytes(match.group(2).split("."))] += 1
     return dict(sorted(widths.items()))
 
 

@@ -129,9 +129,7 @@ def accesses(ptx: str, spec: list[compilation.ArgSpec] | None = None) -> list[di
         if parts[0] in ("ld", "st") and "global" in parts:
             kind = "load" if parts[0] == "ld" else "store"
             address = next((o for o in ops if o.startswith("[")), "")
-            bits = next((int(p[1:]) for p in parts if re.fullmatch(r"[bfsu]\d+", p)), 0)
-            lanes = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
-            size = lanes * bits // 8
+            size = compilation.access_bytes(parts)
         elif opcode.startswith("cp.async.bulk.tensor"):
             kind, size = "tma", None
             address = next((o for o in ops[1:] if o.startswith("[")), "")
