@@ -62,7 +62,7 @@ def _cmd_check(args) -> int:
         print(json.dumps([r.to_dict() for r in results], indent=1))
     else:
         print(report.text(results))
-    return 0 if all(r.passed for r in results) else 1
+    return 0 if all(report.settled(r) for r in results) else 1
 
 
 def _cmd_grade(args) -> int:

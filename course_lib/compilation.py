@@ -218,9 +218,17 @@ def compile_for(
         if wrong:
             raise ValueError(f"only pointer and integer arguments can be aligned, not: {', '.join(wrong)}")
     attrs = {(names.index(n),): _backend(target).parse_attr("D") for n in hinted}
-    src = ASTSource(fn=jf, signature=full_signature, constexprs=constexprs, attrs=attrs)
+    source = _gluon_source() if type(jf).__name__ == "GluonJITFunction" else ASTSource
+    src = source(fn=jf, signature=full_signature, constexprs=constexprs, attrs=attrs)
     with _compilable_language():
         return triton.compile(src, target=_target(target), options=options or None)
+
+
+def _gluon_source():
+    """Gluon kernels (@gluon.jit, chapter 09) go through Gluon's own front end."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    return GluonASTSource
 
 
 @contextmanager
@@ -251,8 +259,10 @@ def _can_divide(ty: str) -> bool:
 def compile_for_args(kernel, *args, target=DEFAULT_TARGET, num_warps=None, num_stages=None, **kwargs):
     """Compile ``kernel`` for ``target`` exactly as a launch with these arguments would specialize it
     (see ``specialization``). The tensors can live on the CPU: only their dtype and address count."""
-    spec = specialization(kernel, *args, **kwargs)
     options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
+    params = _jit_function(kernel).arg_names
+    # a kernel may take num_warps as a constexpr of its own (Gluon kernels do): the launch option too
+    spec = specialization(kernel, *args, **kwargs, **{k: v for k, v in options.items() if k in params})
     return compile_for(
         kernel,
         {a.name: a.type for a in spec if a.type != "constexpr"},

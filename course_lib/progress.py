@@ -109,4 +109,5 @@ def status_of(task: str, data: dict) -> str:
         return "passed"
     if "first_passed" in entry:
         return f"passed before, now {entry.get('last_status')}"
-    return {"todo": "not implemented yet"}.get(entry.get("last_status"), "attempted")
+    waiting = {"todo": "not implemented yet", "needs_gpu": "checked here, needs a Hopper GPU"}
+    return waiting.get(entry.get("last_status"), "attempted")

@@ -99,6 +99,30 @@ def triton_version() -> tuple[int, int, int]:
     return parse_version(triton.__version__)
 
 
+GLUON_TRITONS = ((3, 6), (3, 9))  # the releases whose gl.warp_specialize chapter 09 uses
+
+
+def gluon_problem() -> str | None:
+    """Why chapter 09's Gluon kernels cannot compile with this Triton, or None when they can.
+
+    Triton 3.6 through 3.9 share one ``gl.warp_specialize(functions_and_args, worker_num_warps,
+    worker_num_regs)``; 3.5 took (default_args, default_partition, worker_args, worker_partitions,
+    ...) instead, and Gluon is an experimental API that a later release may change again."""
+    (low, high), have = GLUON_TRITONS, triton_version()[:2]
+    if not low <= have <= high:
+        import triton
+
+        return (
+            f"the Gluon kernels of chapter 09 need Triton {low[0]}.{low[1]} to {high[0]}.{high[1]} (their "
+            f"gl.warp_specialize signature); this is Triton {triton.__version__}"
+        )
+    try:
+        from triton.experimental.gluon.language.nvidia import hopper  # noqa: F401
+    except ImportError as e:
+        return f"this Triton has no Gluon Hopper API ({e})"
+    return None
+
+
 def parse_version(text: str) -> tuple[int, int, int]:
     parts = []
     for piece in text.split("+")[0].split(".")[:3]:

@@ -5,7 +5,8 @@ In ``solutions/<task>.py`` the parts a learner writes sit between ``# BEGIN SOLU
 text. The rest of the region becomes one statement that fails cleanly:
 
 * inside a ``@triton.jit`` function: ``tl.static_assert(False, "not implemented yet: ...")``, which
-  stops both the interpreter and the compiler with that sentence;
+  stops both the interpreter and the compiler with that sentence (``gl.static_assert`` in a
+  ``@gluon.jit`` function);
 * anywhere else: ``raise NotImplementedError("not implemented yet: ...")``.
 
 ``exercises/.manifest.json`` remembers what was generated, so a file the learner has edited is
@@ -35,21 +36,22 @@ class MarkerError(ValueError):
     pass
 
 
-def _enclosing_def(lines: list[str], index: int, indent: int) -> tuple[str, bool]:
-    """Name of the function around line ``index`` and whether it is a Triton kernel."""
+def _enclosing_def(lines: list[str], index: int, indent: int) -> tuple[str, str | None]:
+    """Name of the function around line ``index`` and its kind of kernel: "gluon" (@gluon.jit),
+    "triton" (@triton.jit) or None (plain Python)."""
     for j in range(index - 1, -1, -1):
         stripped = lines[j].lstrip()
         j_indent = len(lines[j]) - len(stripped)
         if stripped.startswith("def ") and j_indent < indent:
             name = re.match(r"def\s+(\w+)", stripped).group(1)
             k = j - 1
-            is_jit = False
+            kind = None
             while k >= 0 and lines[k].lstrip().startswith("@"):
                 if "jit" in lines[k]:
-                    is_jit = True
+                    kind = "gluon" if "gluon" in lines[k] else "triton"
                 k -= 1
-            return name, is_jit
-    return "<module>", False
+            return name, kind
+    return "<module>", None
 
 
 def make_exercise(solution_text: str, task: str) -> str:
@@ -88,11 +90,13 @@ def make_exercise(solution_text: str, task: str) -> str:
                 break
         if not todo:
             todo = [f"{pad}# TODO: write this part."]
-        fn, is_jit = _enclosing_def(lines, i, indent)
+        fn, kind = _enclosing_def(lines, i, indent)
         place = "the module-level code" if fn == "<module>" else fn
         message = f"{NOT_IMPLEMENTED}: {place} in exercises/{task}.py"
         out.extend(todo)
-        if is_jit:
+        if kind == "gluon":
+            out.append(f'{pad}gl.static_assert(False, "{message}")')
+        elif kind == "triton":
             out.append(f'{pad}tl.static_assert(False, "{message}")')
         else:
             out.append(f'{pad}raise NotImplementedError("{message}")')

@@ -773,12 +773,86 @@ def exp_stages(log) -> dict:
     return {"rows": rows}
 
 
+@triton.jit
+def mm_auto_ws(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr):  # fmt: skip
+    # chapter 09, section 5: the same descriptor loop, with and without tl.range(warp_specialize=...)
+    pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kk in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=STAGES, warp_specialize=WS):
+        a = a_desc.load([pid_m * BLOCK_M, kk * BLOCK_K])
+        b = b_desc.load([kk * BLOCK_K, pid_n * BLOCK_N])
+        acc = tl.dot(a, b, acc)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def mm_auto_ws_ptr(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, STAGES: tl.constexpr, WS: tl.constexpr):  # fmt: skip
+    # the pointer-load form of the same loop (contiguous a, b, c; M, N, K multiples of the tile)
+    pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=STAGES, warp_specialize=WS):
+        a = tl.load(a_ptr + rows[:, None] * K + (k0 + ks)[None, :])
+        b = tl.load(b_ptr + (k0 + ks)[:, None] * N + cols[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty))
+
+
+def exp_auto_ws(log) -> dict:
+    """tl.range(..., warp_specialize=True) against the same loop without it, timed on Hopper: whether
+    the compiler's own warp specialization compiles, whether it makes a warp_specialize region, and
+    what it is worth, at 4 and 8 warps, for tensor-descriptor and pointer loads."""
+    rows = []
+    for M, N, K in ((8192, 8192, 8192), (8192, 8192, 512)):
+        a = torch.randn(M, K, device="cuda", dtype=BF16)
+        b = torch.randn(K, N, device="cuda", dtype=BF16)
+        c = torch.empty(M, N, device="cuda", dtype=BF16)
+        ref = a.float() @ b.float()
+        flops = 2 * M * N * K
+        rows.append(_row("cublas", (M, N, K), BF16, _ms(lambda: torch.matmul(a, b, out=c)), flops))
+        bm, bn, bk = 128, 256, 64
+        a_d = TensorDescriptor.from_tensor(a, [bm, bk])
+        b_d = TensorDescriptor.from_tensor(b, [bk, bn])
+        c_d = TensorDescriptor.from_tensor(c, [bm, bn])
+        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+        for form in ("descriptors", "pointers"):
+            for warps in (4, 8):
+                for ws in (False, True):
+                    cfg = {"form": form, "num_warps": warps, "warp_specialize": ws, "num_stages": 3}
+
+                    def go(form=form, warps=warps, ws=ws):
+                        if form == "descriptors":
+                            return mm_auto_ws[grid](a_d, b_d, c_d, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                                    GROUP_M=8, STAGES=3, WS=ws, num_warps=warps)  # fmt: skip
+                        return mm_auto_ws_ptr[grid](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                                                    STAGES=3, WS=ws, num_warps=warps)  # fmt: skip
+
+                    c.zero_()
+                    compiled = _try(log, f"auto_ws {cfg}", go)
+                    if compiled is None:
+                        rows.append({**_row(f"auto_ws_{form}", (M, N, K), BF16, None), **cfg, "compiles": False})
+                        continue
+                    region = "ttg.warp_specialize" in compiled.asm["ttgir"]
+                    err = ((c.float() - ref).norm() / ref.norm()).item()
+                    ms = _ms(go)
+                    rows.append(_row(f"auto_ws_{form}", (M, N, K), BF16, ms, flops, **cfg, compiles=True,
+                                     region=region, rel_err=err))  # fmt: skip
+                    log(f"{(M, N, K)} {form} {warps} warps ws={ws}: region {region}, {ms * 1e3:.1f} us "
+                        f"{flops / ms / 1e9:.0f} TFLOP/s, err {err:.1e}")  # fmt: skip
+        torch.cuda.empty_cache()
+    return {"rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
         "which",
         nargs="+",
-        choices=["matmul", "decode", "decode_compile", "transpose", "padded_k", "linear", "host", "stages"],
+        choices=["matmul", "decode", "decode_compile", "transpose", "padded_k", "linear", "host", "stages", "auto_ws"],
     )
     ap.add_argument("--out", default="results/session")
     args = ap.parse_args()

@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import ROOT, assert_clean, task_names
 
-from course_lib import grader, progress, stubs
+from course_lib import grader, progress, runtime, stubs, tasks
 from course_lib.grader import TODO
 
 TASKS = task_names()
@@ -27,9 +27,14 @@ def test_check_all_solutions_exits_zero(cli):
     assert_clean(run)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.strip().splitlines()
+    # in CPU mode a task whose cases need a Hopper GPU (ws_matmul) is checked for structure only
+    waiting = [t for t in TASKS if not tasks.get(t).runs_here(runtime.MODE)]
     for task in TASKS:
-        assert any(line.startswith("PASS") and line.split()[1] == task for line in lines), run.stdout
-    assert lines[-1] == f"{len(TASKS)} of {len(TASKS)} tasks pass"
+        label = "GPU" if task in waiting else "PASS"
+        assert any(line.startswith(label) and line.split()[1] == task for line in lines), run.stdout
+    passed = len(TASKS) - len(waiting)
+    need = f"; {len(waiting)} need a Hopper GPU" if waiting else ""
+    assert lines[-1] == f"{passed} of {len(TASKS)} tasks pass{need}"
 
 
 def test_check_all_exercises_one_todo_line_per_task(cli, progress_file):

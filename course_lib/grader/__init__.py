@@ -31,10 +31,10 @@ from pathlib import Path
 from .. import runtime, sources, tasks
 from . import bounds, limits
 from .isolation import Worker, file_sha256, run_task
-from .result import CRASH, FAIL, PASS, STATUSES, TIMEOUT, TODO, TaskResult
+from .result import CRASH, FAIL, NEEDS_GPU, PASS, STATUSES, TIMEOUT, TODO, TaskResult
 
 __all__ = [
-    "CRASH", "FAIL", "PASS", "STATUSES", "TIMEOUT", "TODO",
+    "CRASH", "FAIL", "NEEDS_GPU", "PASS", "STATUSES", "TIMEOUT", "TODO",
     "Job", "TaskResult", "Worker", "grade", "grade_jobs", "grade_task", "limits_for",
 ]  # fmt: skip
 
@@ -62,7 +62,7 @@ def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = Non
     solution_dir = sources.resolve("solutions")
     sha = file_sha256(solution_dir / f"{spec.name}.py")
     fallback = limits.Limits(spec.timeout_s, spec.timeout_s, spec.timeout_s, 4 * spec.timeout_s, "the task's default")
-    if not sha:
+    if not sha or not spec.runs_here(worker.mode):  # nothing to time where only the structure is checked
         return fallback
     timing = worker.mode == runtime.GPU and perf_wanted()
     mode = f"{worker.mode}-timed" if timing else worker.mode  # a GPU's timing step is a step of its own
@@ -108,7 +108,9 @@ def grade_task(
         check_source=check_source,
         perf=perf_wanted(),
     )
-    if result.passed and worker.mode == runtime.GPU and spec.call_case is None and bounds.wanted():
+    # (Gluon kernels, spec.needs, have no interpreter to check their bounds in)
+    interpretable = spec.call_case is None and spec.needs is None
+    if result.passed and worker.mode == runtime.GPU and interpretable and bounds.wanted():
         interpreter = bounds.interpreter_worker()
         checked = run_task(
             spec, source_dir, seed, limits_for(spec, interpreter, timeout), interpreter, hidden, check_source

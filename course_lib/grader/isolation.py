@@ -31,7 +31,7 @@ from . import cases as case_tools
 from . import precheck
 from . import worker as worker_module
 from .limits import Limits, StepClock
-from .result import CRASH, FAIL, PASS, TIMEOUT, TODO, TaskResult
+from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
 from .shared import SharedCase, tensor_from_bytes
 
 CPU_MEMORY_BYTES = int(float(os.environ.get("COURSE_CHILD_MEMORY_GB", "6")) * 2**30)
@@ -237,6 +237,10 @@ def run_task(
     if not path.exists():
         result.status, result.summary = TODO, f"{sources.NOT_IMPLEMENTED}: {sources.display(path)} does not exist"
         return result
+    problem = runtime.gluon_problem() if spec.needs == "hopper" else None
+    if problem:
+        result.summary = f"cannot grade this task here: {problem}"
+        return result
     if check_source:
         findings = precheck.check_file(path)
         if findings:
@@ -304,15 +308,26 @@ def run_task(
             reply, _ = ask({"kind": "probe", "probe": spec.probe}, limits.extra_s, "probe_done")
             if reply.get("error"):
                 error = reply["error"]
+                if error.get("status") == TODO:  # a stub compiled for the check: unfinished, not wrong
+                    result.status, result.summary = TODO, str(error.get("summary", ""))
+                    raise _Stop(result)
                 problems = [(str(error.get("summary", "")), [str(d) for d in error.get("details", [])])]
             else:
                 checks = spec.judge(reply.get("facts", {}))
                 problems = [(summary, details) for ok, summary, details in checks if not ok]
                 notes = [line for ok, _, details in checks if ok for line in details]
             if problems:
-                result.summary = f"all {len(cases)} cases are right, but {problems[0][0]}"
+                head = f"all {len(cases)} cases are right, but " if cases else ""
+                result.summary = head + problems[0][0]
                 result.details = [line for _, details in problems for line in details]
                 raise _Stop(result)
+        if not spec.runs_here(worker.mode):
+            result.status = NEEDS_GPU
+            result.summary = _needs_summary(spec, worker.mode)
+            result.details = list(notes) + [
+                "its cases and its speed are graded on a Hopper GPU (H100, H200): run the same check there"
+            ]
+            raise _Stop(result)
         result.status = PASS
         result.summary = f"{len(cases)} cases ({_dtype_list(cases)}) passed in {time.perf_counter() - start:.1f} s"
         result.details = list(notes)
@@ -326,6 +341,15 @@ def run_task(
         result.output = session.close()
         result.seconds = time.perf_counter() - start
     return result
+
+
+def _needs_summary(spec: tasks.TaskSpec, mode: str) -> str:
+    info = runtime.gpu_info() if mode == runtime.GPU else None
+    here = f"this GPU is {info.name} (sm_{info.capability[0]}{info.capability[1]})" if info else "this is CPU mode"
+    return (
+        f"needs a Hopper GPU (sm_90) to run, and {here}: the structural checks passed (compiled for sm_90), "
+        "the cases did not run"
+    )
 
 
 def _one_case(spec, case, case_seed: int, ask, limit: float) -> case_tools.Outcome:

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import html
 
-from .result import CRASH, FAIL, PASS, TIMEOUT, TODO, TaskResult
+from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
 
-LABEL = {PASS: "PASS", FAIL: "FAIL", TODO: "TODO", TIMEOUT: "HANG", CRASH: "CRASH"}
-COLOUR = {PASS: "#1a7f37", FAIL: "#cf222e", TODO: "#9a6700", TIMEOUT: "#cf222e", CRASH: "#cf222e"}
+LABEL = {PASS: "PASS", FAIL: "FAIL", TODO: "TODO", TIMEOUT: "HANG", CRASH: "CRASH", NEEDS_GPU: "GPU"}
+COLOUR = {
+    PASS: "#1a7f37", FAIL: "#cf222e", TODO: "#9a6700", TIMEOUT: "#cf222e", CRASH: "#cf222e", NEEDS_GPU: "#0969da",
+}  # fmt: skip
+
+
+def settled(r: TaskResult) -> bool:
+    """Nothing is wrong with this result: it passed, or its cases need a GPU this machine lacks and
+    every check that could run here passed (the command line's exit code counts these as fine)."""
+    return r.status in (PASS, NEEDS_GPU)
 
 
 def result_lines(r: TaskResult, width: int = 14, output: bool = True) -> list[str]:
@@ -25,8 +33,9 @@ def text(results: list[TaskResult]) -> str:
     for r in results:
         rows += result_lines(r, width)
     passed = sum(r.passed for r in results)
+    waiting = sum(r.status == NEEDS_GPU for r in results)
     if len(results) > 1:
-        rows.append(f"{passed} of {len(results)} tasks pass")
+        rows.append(f"{passed} of {len(results)} tasks pass" + (f"; {waiting} need a Hopper GPU" if waiting else ""))
     return "\n".join(rows)
 
 

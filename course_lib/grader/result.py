@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 PASS, FAIL, TODO, TIMEOUT, CRASH = "pass", "fail", "todo", "timeout", "crash"
-STATUSES = (PASS, FAIL, TODO, TIMEOUT, CRASH)
+# A task whose cases need hardware this machine lacks (a Hopper GPU for a Gluon kernel): its
+# structural checks ran (compiled for sm_90, no GPU needed) and passed; its cases did not run.
+NEEDS_GPU = "needs_gpu"
+STATUSES = (PASS, FAIL, TODO, TIMEOUT, CRASH, NEEDS_GPU)
 
 
 @dataclass
 class TaskResult:
     task: str
-    status: str  # pass, fail, todo, timeout, crash
+    status: str  # pass, fail, todo, timeout, crash, needs_gpu
     summary: str  # one line
     details: list[str] = field(default_factory=list)
     source: str = ""

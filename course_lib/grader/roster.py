@@ -58,7 +58,7 @@ from tqdm import tqdm
 
 from .. import runtime
 from .. import tasks as course_tasks
-from . import CRASH, FAIL, PASS, TIMEOUT, TODO, Job, TaskResult, grade_jobs
+from . import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, Job, TaskResult, grade_jobs
 
 __all__ = [
     "BAD_FILE_STATUSES",
@@ -79,7 +79,7 @@ MAX_FILE_BYTES = 1 << 20  # 1 MiB: no exercise file is anywhere near it
 MISSING, EMPTY, TOO_LARGE, NOT_A_FILE = "missing", "empty", "too_large", "not_a_file"
 BINARY, NOT_UTF8 = "binary", "not_utf8"
 BAD_FILE_STATUSES = (MISSING, EMPTY, TOO_LARGE, BINARY, NOT_UTF8, NOT_A_FILE)
-GRADED_STATUSES = (PASS, FAIL, TODO, TIMEOUT, CRASH)
+GRADED_STATUSES = (PASS, FAIL, TODO, TIMEOUT, CRASH, NEEDS_GPU)  # needs_gpu: scores 0; grade it on a GPU
 # what "most common failure" looks at: wrong work, not work that was never started or handed in
 FAILURE_STATUSES = (FAIL, CRASH, TIMEOUT, TOO_LARGE, BINARY, NOT_UTF8, NOT_A_FILE)
 
@@ -691,7 +691,9 @@ def grade_room(
                                         sha256=check.sha256)  # fmt: skip
                 continue
             old = previous.get(key)
-            if old and old["status"] in GRADED_STATUSES and old["sha256"] == check.sha256 and old["seed"] == seed:
+            # a needs_gpu row is graded again: this run may have the GPU the last one lacked
+            kept = old and old["status"] in GRADED_STATUSES and old["status"] != NEEDS_GPU
+            if kept and old["sha256"] == check.sha256 and old["seed"] == seed:
                 decided[key] = _rescored(old, speed_points)
                 room.kept.add(key)
                 continue
@@ -728,6 +730,12 @@ def grade_room(
         )  # fmt: skip
         room.results[key] = result
 
+    waiting = sorted({job.task for job, result in zip(jobs, results) if result.status == NEEDS_GPU})
+    if waiting:
+        note(
+            f"{', '.join(waiting)}: needs a Hopper GPU (sm_90) for its cases; here only its structural checks ran "
+            "and the rows score 0 (status needs_gpu): grade these tasks again on a Hopper machine"
+        )
     # one row per (learner, task); with resume, the last run's rows of tasks not graded now stay
     every = [t.name for t in course_tasks.all_tasks()]
     for learner in learners:

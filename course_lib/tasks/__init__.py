@@ -93,11 +93,24 @@ class TaskSpec:
     # details)] decides in the protected process.
     probe: str | None = None
     judge: Callable | None = None
+    # Hardware the cases need beyond GPU mode: "hopper" (compute capability 9.x: wgmma, TMA, setmaxnreg;
+    # Gluon kernels have no interpreter). Elsewhere only the probe runs (it compiles for sm_90, no GPU
+    # needed) and a task whose probe passes is graded NEEDS_GPU, not PASS.
+    needs: str | None = None
     # When a case's output is wrong: (float64 inputs, output, case) -> a sentence naming a known
     # mistake the output matches (bias per row, the other GELU form, ...), or None.
     diagnose: Callable | None = None
 
+    def runs_here(self, mode: str) -> bool:
+        """Whether this machine can run the task's cases (see ``needs``)."""
+        if self.needs is None:
+            return True
+        info = runtime.gpu_info() if mode == runtime.GPU else None
+        return info is not None and self.needs == "hopper" and info.capability[0] == 9
+
     def all_cases(self, mode: str, hidden: str | None = None) -> list[Case]:
+        if not self.runs_here(mode):
+            return []
         cases = [c for c in self.cases(mode) if not (c.gpu_only and mode == runtime.CPU)]
         # the first case once more, with inputs of its own: a launcher that caches results by shape
         # and dtype, or keeps state between calls, fails here

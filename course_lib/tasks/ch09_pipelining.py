@@ -1,4 +1,5 @@
-"""Chapter 09: producer/consumer pipelining. The ring of a warp-specialized GEMM, with mbarriers.
+"""Chapter 09: producer/consumer pipelining. The ring of a warp-specialized GEMM, with mbarriers,
+then the GEMM itself in Gluon on Hopper.
 
 The task ``ring_pipeline`` is no kernel: the learner writes the producer (TMA loads) and the
 consumer (wgmma) of a GEMM's main loop as Python generators that yield the operations of
@@ -13,10 +14,23 @@ otherwise at any step, and judges every rule itself. The worker's own verdict is
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import torch
 
-from .. import barriers
+from .. import barriers, compilation, hooks
 from . import Case, TaskSpec, register
+from .ch06_matmul import BENCH_CASES as MATMUL_BENCH
+from .ch06_matmul import (
+    BF16,
+    F16,
+    MATMUL_TOLERANCE,
+    _matmul_bytes,
+    _matmul_flops,
+    matmul_inputs,
+    matmul_reference,
+)
 
 FUNCTION = "ring_trace"
 ORDER = {
@@ -132,6 +146,173 @@ register(
             "MmaWait(pending=1) leaves the newest MMA, the one reading slot s, running: arriving on empty[s] "
             "then lets the producer overwrite the tile under it (a real Hopper bug). Before returning, no MMA "
             "may be left running.",
+        ],
+    )
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# ws_matmul: the warp-specialized GEMM in Gluon, graded on a Hopper GPU
+#
+# Its cases run only where spec.needs allows (a GPU of compute capability 9.x). Everywhere, and after
+# the cases on a GPU, the probe records the launch the learner's launcher makes (CPU tensors: the
+# launch is stopped before it runs), compiles it for sm_90 as it was specialized, and reads the TTGIR
+# and PTX into plain counts; judge_ws_matmul decides here.
+
+# (M, N, K): K and N multiples of 8 (TMA's 16-byte rows); M anything. 128 x 256 x 64 tiles.
+WS_CASES = [
+    ((1, 8, 8), BF16, "tiny"),
+    ((77, 136, 40), BF16, "K below one step"),
+    ((300, 520, 200), BF16, "ragged edges"),  # TMA fills past the edges with zeros, drops them on the store
+    ((1000, 1000, 1000), F16, "ragged edges"),
+    ((256, 512, 1024), BF16, "fewer tiles than SMs"),
+    ((2048, 2048, 136), F16, "K tail"),  # 3 steps: the ring's slots are not all used per tile
+    # 512 tiles over 132 programs, 4 steps each on 3 slots: phases carry from one tile into the next
+    ((4096, 4096, 200), BF16, "persistent, phases across tiles"),
+    ((1536, 2304, 4104), BF16, "long K"),
+]
+WS_PROBE = (1024, 768, 520)  # the launch compiled for the structural checks (CPU tensors, never run)
+WS_BENCH = [c for c in MATMUL_BENCH if c.shape != (4096, 4096, 4096)]
+
+
+def _ws_cases(mode: str) -> list[Case]:
+    return [Case(shape, dtype, label, gpu_only=True) for shape, dtype, label in WS_CASES]
+
+
+class _Recorded(Exception):
+    """Raised by the probe's launch listener: the launch was recorded and must not run."""
+
+
+def probe_ws_matmul(module, entry) -> dict:
+    """In the worker: the learner's launch on CPU tensors, recorded and stopped, compiled for sm_90."""
+    M, N, K = WS_PROBE
+    a = torch.zeros(M, K, dtype=torch.bfloat16)
+    b = torch.zeros(K, N, dtype=torch.bfloat16)
+    out = torch.empty(M, N, dtype=torch.bfloat16)
+    launches: list = []
+
+    def stop(fn_obj, args, kwargs):
+        launches.append((fn_obj, tuple(args), dict(kwargs)))
+        raise _Recorded
+
+    hooks.launch_listeners.append(stop)
+    try:
+        entry(a, b, out, sms=132)
+    except _Recorded:
+        pass
+    finally:
+        hooks.launch_listeners.remove(stop)
+    if not launches:
+        return {"launches": 0}
+    fn_obj, args, kwargs = launches[0]
+    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
+    kwargs = {k: v for k, v in kwargs.items() if k in compilation.python_function(fn_obj).__code__.co_varnames}
+    compiled = compilation.compile_for_args(fn_obj, *args, **kwargs, **options)
+    return ws_facts(compiled, getattr(fn_obj, "__name__", "kernel"), type(fn_obj).__name__)
+
+
+def ws_facts(compiled, name: str = "kernel", kind: str = "GluonJITFunction") -> dict:
+    """Counts of what a warp-specialized Hopper GEMM is made of, from a compiled kernel's TTGIR and PTX."""
+    ttgir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
+    regions = ttgir.count("ttg.warp_specialize(")
+    workers = [int(w) for w in re.findall(r"partition\d+\([^\n]*\)\s*num_warps\((\d+)\)", ttgir)]
+    requested = re.search(r"requestedRegisters = array<i32: ([\d, ]+)>", ttgir)
+    regs = Counter(re.findall(r"setmaxnreg\.(inc|dec)[.\w]*\s+(\d+)", ptx))
+    return {
+        "launches": 1,
+        "kernel": name,
+        "gluon": kind == "GluonJITFunction",
+        "warp_specialize": regions,
+        "worker_warps": workers,
+        "worker_regs": [int(r) for r in requested.group(1).split(",")] if requested else [],
+        "setmaxnreg": sorted(f"{op} {n}" for op, n in regs),
+        "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
+        "tma_loads": len(re.findall(r"cp\.async\.bulk\.tensor\.\w+\.shared::\w+\.global", ptx)),
+        "tma_stores": len(re.findall(r"cp\.async\.bulk\.tensor\.\w+\.global\.shared", ptx)),
+        "mbarrier_waits": len(re.findall(r"mbarrier\.try_wait", ptx)),
+        "mbarrier_arrives": len(re.findall(r"mbarrier\.arrive", ptx)),
+        "num_warps": compiled.metadata.num_warps,
+        "shared": compiled.metadata.shared,
+    }
+
+
+def judge_ws_matmul(facts: dict) -> list[tuple[bool, str, list[str]]]:
+    if not facts.get("launches"):
+        return [(False, "the launcher launched no kernel", ["ws_matmul(a, b, out) must launch ws_matmul_kernel"])]
+    where = f"`{facts.get('kernel')}` compiled for sm_90 as your launcher launched it on {WS_PROBE}, bfloat16"
+    if not facts.get("gluon"):
+        return [(False, "the kernel is no Gluon kernel", [f"{where} is a @triton.jit kernel: this task is the "
+                 "Gluon (@gluon.jit) kernel of the exercise, with gl.warp_specialize"])]  # fmt: skip
+    checks = []
+    workers = facts.get("worker_warps", [])
+    if not facts.get("warp_specialize"):
+        checks.append((False, "the kernel has no warp-specialized region", [
+            f"{where}: its TTGIR has no ttg.warp_specialize, so every warp runs the same code, loads and MMAs in "
+            "turn: nothing overlaps the loads but what the hardware queues.",
+            "Split the roles with gl.warp_specialize([(consumer, args), (producer, args)], [1], [40]): the default "
+            "partition computes, a worker of 1 warp issues the TMA loads.",
+        ]))  # fmt: skip
+    else:
+        regs = ", ".join(facts.get("setmaxnreg", [])) or "none"
+        checks.append((True, "warp-specialized", [
+            f"{where}: ttg.warp_specialize with {len(workers)} worker partition(s) of {workers} warps, "
+            f"{facts.get('worker_regs')} registers requested; {facts.get('num_warps')} warps in all",
+            f"PTX: setmaxnreg ({regs}), {facts.get('wgmma')} wgmma.mma_async, {facts.get('tma_loads')} TMA loads "
+            f"(cp.async.bulk.tensor), {facts.get('tma_stores')} TMA stores, {facts.get('mbarrier_waits')} mbarrier "
+            f"waits; {facts.get('shared', 0) // 1024} KB of shared memory",
+        ]))  # fmt: skip
+        if not any(s.startswith("inc") for s in facts.get("setmaxnreg", [])):
+            checks.append((False, "registers are not moved between the roles (no setmaxnreg in the PTX)", [
+                "give the worker partition few registers (worker_num_regs, e.g. [40]): the consumers' wgmma "
+                "accumulators need the rest"]))  # fmt: skip
+    for key, what, fix in (
+        ("wgmma", "no wgmma in the PTX", "the MMAs must be warpgroup MMAs: warpgroup_mma(a_smem, b_smem, acc)"),
+        ("tma_loads", "no TMA loads in the PTX (cp.async.bulk.tensor into shared memory)",
+         "the producer copies tiles with TMA: tma_load(desc, [row, col], ready.index(s), bufs.index(s))"),
+        ("mbarrier_waits", "no mbarrier waits in the PTX", "each role waits on the other's barriers: mbarrier.wait"),
+    ):  # fmt: skip
+        if not facts.get(key):
+            checks.append((False, what, [f"{where}: {fix}"]))
+    return checks
+
+
+def _ws_variants(case: Case) -> dict:
+    return {"cublas": lambda a, b: torch.matmul(a, b)}
+
+
+register(
+    TaskSpec(
+        name="ws_matmul",
+        chapter="09",
+        title="A warp-specialized GEMM in Gluon: a TMA producer warp, wgmma consumers (Hopper)",
+        entry="ws_matmul",
+        make_inputs=matmul_inputs,
+        reference=matmul_reference,
+        cases=_ws_cases,
+        tolerance=MATMUL_TOLERANCE,
+        bytes_moved=_matmul_bytes,
+        flops=_matmul_flops,
+        tensor_cores=True,
+        bench_cases=list(WS_BENCH),
+        bench_variants=_ws_variants,
+        needs="hopper",
+        probe="course_lib.tasks.ch09_pipelining:probe_ws_matmul",
+        judge=judge_ws_matmul,
+        timeout_s=120.0,
+        hints=[
+            "The producer's step is the ring exercise's (ring_pipeline), in Gluon: mbarrier.wait(empty.index(s), "
+            "phase ^ 1); mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes); then "
+            "tma_load(a_desc, [pid_m * BLOCK_M, kk * BLOCK_K], ready.index(s), a_bufs.index(s)) and the same for b "
+            "at [kk * BLOCK_K, pid_n * BLOCK_N].",
+            "The consumer: mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1); acc = warpgroup_mma("
+            "a_bufs.index(s), b_bufs.index(s), acc, is_async=True); acc = warpgroup_mma_wait(num_outstanding=1, "
+            "deps=(acc,)); the wgmma of the previous step has now completed: mbarrier.arrive(empty.index((count - 1) "
+            "% NUM_BUFFERS), count=1) when kk > 0.",
+            "After a tile's K loop one wgmma is still running: warpgroup_mma_wait(num_outstanding=0, deps=(acc,)), "
+            "then free its slot. Releasing a slot while its wgmma runs lets the producer overwrite the tile under it.",
+            "gl.warp_specialize takes a list of (function, argument tuple) pairs, the default partition first, then "
+            "the warps of each worker ([1]) and their registers per thread ([40]). CPU mode compiles your kernel for "
+            "sm_90 and checks its structure; its cases need a Hopper GPU.",
         ],
     )
 )
