@@ -55,6 +55,36 @@ def test_torch_copy_cheat_fails_in_gpu_mode(gpu_worker_passes, tmp_path):
     assert "no kernel read `x`, `y`" in result.summary
 
 
+@pytest.mark.parametrize(
+    "task, folder, check",
+    [
+        ("tiled_transpose", "ch08_naive_transpose", "sectors"),
+        ("fused_linear", "ch07_two_kernels_fp32_temp", "fused"),
+    ],
+)
+def test_checks_that_watch_the_kernel_run_fail_a_gpu_pass_too(gpu_worker_passes, task, folder, check):
+    """Right values, wrong structure: these passed every case on an H200 (2026-12-01) and were graded
+    PASS there, because their checks watch the kernel run in the interpreter. The interpreter's run
+    makes them in GPU mode too, and its failure fails the task."""
+    result = grader.grade_task(task, WRONG / folder, SEED, timeout=240, worker=GPU)
+    text = result.summary + "\n" + "\n".join(result.details)
+    assert result.status == FAIL, text
+    assert result.summary.startswith("every case passed on the GPU, but ") and check in result.summary, text
+    assert result.summary.endswith("(seen in the interpreter's run of the CPU-mode cases)")
+    assert bounds.CHECKS_NOTE in result.details and result.failed == "checks"
+    assert gpu_worker_passes == ["gpu", "cpu"]
+
+
+def test_wrong_values_in_the_interpreter_fail_a_gpu_pass(gpu_worker_passes):
+    """A grouped order that assumes a whole last group is right on the H200's cases (their tile grids
+    divide evenly) and was graded PASS there (2026-12-01); the CPU-mode cases have a partial group."""
+    result = grader.grade_task("grouped_matmul", WRONG / "ch06_full_last_group", SEED, timeout=240, worker=GPU)
+    assert result.status == FAIL and result.failed == "values", result.summary
+    assert result.summary.startswith("every case passed on the GPU, but the interpreter's run of the CPU-mode cases")
+    assert "never written" in result.summary and bounds.VALUES_NOTE in result.details
+    assert result.cases_passed < result.cases_total
+
+
 def test_solution_keeps_its_pass_with_a_note(gpu_worker_passes):
     result = grader.grade_task("fused_bias_gelu", "solutions", SEED, timeout=120, worker=GPU)
     assert result.status == PASS, result.summary

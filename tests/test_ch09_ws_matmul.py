@@ -57,7 +57,7 @@ def test_a_kernel_with_no_warp_specialized_region_fails_in_cpu_mode():
 
 def test_a_stale_phase_is_only_seen_on_a_gpu():
     """The structure of a kernel that waits on the wrong parity is right: CPU mode cannot judge it
-    (its values are wrong on a Hopper GPU: scripts/gpu_session.sh grades it there)."""
+    (on an H200 it hangs: scripts/gpu_session.sh wrong grades it there, HANG)."""
     result = graded(str(WRONG / "ch09_ws_stale_phase"))
     assert result.status == NEEDS_GPU, full_text(result)
 

@@ -37,9 +37,44 @@ def interpreter_worker() -> Worker:
     )
 
 
+CHECKS_NOTE = (
+    "Some of a task's checks watch the kernel run (which program wrote which tile, which sectors a warp "
+    "touched, what went through memory between launches): only the interpreter can see that, so they "
+    "run there, on the CPU-mode cases, and fail the task on a GPU too."
+)
+
+
+VALUES_NOTE = (
+    "The CPU-mode cases have other shapes than the GPU's (a tile grid with a partial last group, a "
+    "tail no GPU case has): a kernel must be right on every case, and the interpreter computes what "
+    "the compiled kernel would."
+)
+
+
 def merge(result: TaskResult, interpreted: TaskResult) -> TaskResult:
-    """The GPU result, failed if the interpreter found an out-of-bounds access or a broken data flow;
+    """The GPU result, failed if the interpreter found an out-of-bounds access or a broken data flow,
+    or if the task's structural checks failed there (those that watch the kernel run, CPU mode only);
     otherwise the same result with one line saying what the interpreter's run found."""
+    if interpreted.status == FAIL and interpreted.failed == "checks":
+        return replace(
+            result,
+            status=FAIL,
+            summary=f"every case passed on the GPU, but {interpreted.summary.split(' are right, but ', 1)[-1]} "
+            "(seen in the interpreter's run of the CPU-mode cases)",
+            details=[CHECKS_NOTE, *interpreted.details],
+            failed="checks",
+        )
+    if interpreted.status == FAIL and interpreted.failed == "values":
+        return replace(
+            result,
+            status=FAIL,
+            summary=f"every case passed on the GPU, but the interpreter's run of the CPU-mode cases failed: "
+            f"{interpreted.summary}",
+            details=[VALUES_NOTE, *interpreted.details],
+            cases_passed=interpreted.cases_passed,
+            cases_total=interpreted.cases_total,
+            failed="values",
+        )
     if interpreted.status == FAIL and any(found in interpreted.summary for found in _FOUND):
         return replace(
             result,

@@ -27,6 +27,7 @@ class Outcome:
     details: list[str]
     status: str = FAIL
     diagnosed: bool = False  # the summary names a known mistake
+    raised: bool = False  # the learner's code raised (or did not compile): no values to judge
 
     @classmethod
     def failed(cls, summary: str, details: list[str] | None = None, status: str = FAIL) -> Outcome:
@@ -125,8 +126,10 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
     """The verdict on one case, from the shared tensors and the worker's plain report."""
     error = reply.get("error")
     if error:
-        return Outcome.failed(str(error.get("summary", "")), [str(d) for d in error.get("details", [])],
-                              status=str(error.get("status", FAIL)))  # fmt: skip
+        failed = Outcome.failed(str(error.get("summary", "")), [str(d) for d in error.get("details", [])],
+                                status=str(error.get("status", FAIL)))  # fmt: skip
+        failed.raised = True
+        return failed
     launches = [str(k) for k in reply.get("launches", [])]
     if not launches:
         return Outcome.failed("no Triton kernel was launched: the launcher must launch at least one @triton.jit kernel")

@@ -319,6 +319,7 @@ def run_task(
             if problems:
                 head = f"all {len(cases)} cases are right, but " if cases else ""
                 result.summary = head + problems[0][0]
+                result.failed = "checks"
                 result.details = [line for _, details in problems for line in details]
                 raise _Stop(result)
         if not spec.runs_here(worker.mode):
@@ -398,6 +399,7 @@ def _failed(spec, result: TaskResult, cases, failures, source_dir: Path, seed: i
     # the first failure, unless a later one names the mistake (a 1-element case rarely can)
     index, case, outcome = next((f for f in failures if f[2].diagnosed), failures[0])
     result.status = CRASH if failures[0][2].status == CRASH else FAIL
+    result.failed = "raised" if outcome.raised else "values"
     result.summary = f"case '{case.label}' {outcome.summary}"
     which = "first failure" if index == failures[0][0] else "failure reported"
     result.details = [

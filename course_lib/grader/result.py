@@ -25,6 +25,11 @@ class TaskResult:
     output: str = ""  # what the learner's code printed (device_print, print)
     learner: str = ""  # in a room: the learner's folder name
     file_sha256: str = ""  # of the graded file's bytes
+    # what failed: "values" (a case's output is wrong), "raised" (the code raised or did not compile),
+    # "checks" (every case passed, the task's structural checks did not). In GPU mode the interpreter's
+    # run of a passing task fails the GPU result on "values" and "checks" (its CPU-mode cases and its
+    # checks that watch the kernel run); "raised" may be what the interpreter lacks (inline PTX).
+    failed: str = ""
 
     @property
     def passed(self) -> bool:

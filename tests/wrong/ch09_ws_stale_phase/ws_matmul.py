@@ -1,6 +1,7 @@
 """WRONG (tests/wrong): the consumer waits on ready[s] with parity 0 in every round. In round 1 the wait
-passes at once on round 0's completion, before the new tile has landed: it reads a stale tile. CPU mode
-cannot see it (the structure is right: needs_gpu); on a Hopper GPU the values are wrong.
+passes at once on round 0's completion, before the new tile has landed: it reads a stale tile and frees a
+slot too early, and the roles fall out of step. CPU mode cannot see it (the structure is right:
+needs_gpu); on an H200 it hangs (HANG, results/grader_h200/wrong_submissions_ch06_09_before_fix.txt).
 
 out = a @ b on Hopper with explicit warp specialization, in Gluon: two cooks sharing a kitchen.
 
