@@ -273,6 +273,47 @@ def compile_for_args(kernel, *args, target=DEFAULT_TARGET, num_warps=None, num_s
     )
 
 
+def recorded_launches(launcher, *args, **kwargs) -> list:
+    """(kernel, args, kwargs) of every launch ``launcher(*args, **kwargs)`` makes, none of them run: the
+    tensors can live on the CPU, in either mode, for any kernel (Gluon's too). What the launcher does
+    with the outputs in between is its own business: nothing is computed."""
+    from . import hooks
+
+    hooks.install()
+    launches: list = []
+
+    def skip(fn_obj, launch_args, launch_kwargs):
+        launches.append((fn_obj, tuple(launch_args), dict(launch_kwargs)))
+        return hooks.SKIP
+
+    hooks.launch_listeners.append(skip)
+    try:
+        launcher(*args, **kwargs)
+    finally:
+        hooks.launch_listeners.remove(skip)
+    return launches
+
+
+def compile_launch(launch, target=DEFAULT_TARGET):
+    """Compile one recorded launch, (kernel, args, kwargs), for ``target`` as it was specialized."""
+    fn_obj, launch_args, launch_kwargs = launch
+    launch_kwargs = dict(launch_kwargs)
+    options = {k: launch_kwargs.pop(k) for k in ("num_warps", "num_stages") if k in launch_kwargs}
+    params = _jit_function(fn_obj).arg_names
+    kernel_kwargs = {k: v for k, v in launch_kwargs.items() if k in params}
+    return compile_for_args(fn_obj, *launch_args, target=target, **kernel_kwargs, **options)
+
+
+def compile_first_launch(launcher, *args, target=DEFAULT_TARGET, **kwargs):
+    """Compile for ``target`` (sm_90 by default) the first kernel ``launcher(*args, **kwargs)`` launches,
+    exactly as that launch specialized it, without running anything (no GPU needed). Returns (kernel,
+    compiled), or None when the launcher launched nothing."""
+    launches = recorded_launches(launcher, *args, **kwargs)
+    if not launches:
+        return None
+    return launches[0][0], compile_launch(launches[0], target)
+
+
 def asm(compiled, kind: str = "ptx"):
     """One level of a compiled kernel's code: "ttir", "ttgir", "llir", "ptx" (text) or "cubin" (bytes)."""
     code = getattr(compiled, "asm", None)

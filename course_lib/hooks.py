@@ -97,8 +97,10 @@ def running_program() -> tuple[int | None, list[int] | None]:
 
 
 # Called with (kernel, positional arguments, keyword arguments) just before each launch of a kernel
-# (the innermost one: for an autotuned kernel, the launch with the chosen config's values).
+# (the innermost one: for an autotuned kernel, the launch with the chosen config's values). A listener
+# that returns SKIP stops that launch: it does not run (compilation.recorded_launches).
 launch_listeners: list = []
+SKIP = object()
 
 
 def _wrap_run(cls, bounds: bool = True) -> None:
@@ -125,8 +127,9 @@ def _wrap_run(cls, bounds: bool = True) -> None:
         try:
             if bounds:  # the class that really launches (JITFunction, InterpretedFunction)
                 check_descriptor_arguments(self, args, kwargs)
-                for listener in list(launch_listeners):
-                    listener(self, args, kwargs)
+                answers = [listener(self, args, kwargs) for listener in list(launch_listeners)]
+                if any(answer is SKIP for answer in answers):
+                    return None
             if bounds and runtime.is_cpu():
                 with _bounds_for_launch(self, args, kwargs):
                     return original(self, *args, **kwargs)

@@ -47,6 +47,19 @@ def show_file(task: str, source: str = "exercises"):
     return Code(filename=str(path), language="python")
 
 
+def source_of(function) -> _Plain:
+    """A function's source as a reader should see it: a solution's ``# BEGIN SOLUTION`` / ``# END
+    SOLUTION`` markers and the exercise's ``# TODO`` lines left out (kernels: pass the @jit object)."""
+    import inspect
+
+    from .stubs import BEGIN, END
+
+    fn = getattr(function, "fn", function)
+    lines = inspect.getsource(fn).splitlines()
+    kept = [line for line in lines if line.strip() not in (BEGIN, END) and not line.strip().startswith("# TODO")]
+    return _Plain("\n".join(kept))
+
+
 @dataclass
 class Variant:
     """A changed copy of a task file, in a folder of its own that ``check(task, source=folder)`` grades."""

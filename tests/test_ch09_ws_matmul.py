@@ -65,7 +65,7 @@ def test_a_stale_phase_is_only_seen_on_a_gpu():
 GOOD_FACTS = {
     "launches": 1, "kernel": "ws_matmul_kernel", "gluon": True, "warp_specialize": 1, "worker_warps": [1],
     "worker_regs": [40], "setmaxnreg": ["dec 40", "inc 232"], "wgmma": 4, "tma_loads": 2, "tma_stores": 1,
-    "mbarrier_waits": 2, "mbarrier_arrives": 3, "num_warps": 12, "shared": 212992,
+    "mbarrier_waits": 2, "mbarrier_arrives": 3, "num_warps": 12, "shared": 212992, "probe": "a product",
 }  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from collections import Counter
 
 import torch
 
-from .. import barriers, compilation, hooks
+from .. import barriers, compilation
 from . import Case, TaskSpec, register
 from .ch06_matmul import BENCH_CASES as MATMUL_BENCH
 from .ch06_matmul import (
@@ -179,36 +179,18 @@ def _ws_cases(mode: str) -> list[Case]:
     return [Case(shape, dtype, label, gpu_only=True) for shape, dtype, label in WS_CASES]
 
 
-class _Recorded(Exception):
-    """Raised by the probe's launch listener: the launch was recorded and must not run."""
-
-
 def probe_ws_matmul(module, entry) -> dict:
     """In the worker: the learner's launch on CPU tensors, recorded and stopped, compiled for sm_90."""
     M, N, K = WS_PROBE
     a = torch.zeros(M, K, dtype=torch.bfloat16)
     b = torch.zeros(K, N, dtype=torch.bfloat16)
     out = torch.empty(M, N, dtype=torch.bfloat16)
-    launches: list = []
-
-    def stop(fn_obj, args, kwargs):
-        launches.append((fn_obj, tuple(args), dict(kwargs)))
-        raise _Recorded
-
-    hooks.launch_listeners.append(stop)
-    try:
-        entry(a, b, out, sms=132)
-    except _Recorded:
-        pass
-    finally:
-        hooks.launch_listeners.remove(stop)
-    if not launches:
+    found = compilation.compile_first_launch(entry, a, b, out, sms=132)
+    if found is None:
         return {"launches": 0}
-    fn_obj, args, kwargs = launches[0]
-    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
-    kwargs = {k: v for k, v in kwargs.items() if k in compilation.python_function(fn_obj).__code__.co_varnames}
-    compiled = compilation.compile_for_args(fn_obj, *args, **kwargs, **options)
-    return ws_facts(compiled, getattr(fn_obj, "__name__", "kernel"), type(fn_obj).__name__)
+    kernel, compiled = found
+    facts = ws_facts(compiled, getattr(kernel, "__name__", "kernel"), type(kernel).__name__)
+    return {**facts, "probe": f"a {M} x {K} by {K} x {N} product, bfloat16"}
 
 
 def ws_facts(compiled, name: str = "kernel", kind: str = "GluonJITFunction") -> dict:
@@ -239,7 +221,7 @@ def ws_facts(compiled, name: str = "kernel", kind: str = "GluonJITFunction") -> 
 def judge_ws_matmul(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if not facts.get("launches"):
         return [(False, "the launcher launched no kernel", ["ws_matmul(a, b, out) must launch ws_matmul_kernel"])]
-    where = f"`{facts.get('kernel')}` compiled for sm_90 as your launcher launched it on {WS_PROBE}, bfloat16"
+    where = f"`{facts.get('kernel')}` compiled for sm_90 as your launcher launched it on {facts.get('probe')}"
     if not facts.get("gluon"):
         return [(False, "the kernel is no Gluon kernel", [f"{where} is a @triton.jit kernel: this task is the "
                  "Gluon (@gluon.jit) kernel of the exercise, with gl.warp_specialize"])]  # fmt: skip
