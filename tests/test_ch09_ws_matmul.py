@@ -154,3 +154,7 @@ def test_a_room_scores_needs_gpu_zero_says_so_and_grades_it_again_on_resume(tmp_
     assert any("needs a Hopper GPU" in line and "grade these tasks again on a Hopper machine" in line for line in said)
     roster.grade_room(room, out, [TASK], seed=3, resume=True, grade=fake, progress=False, log=said.append)
     assert calls == [[TASK], [TASK]]  # same file, same seed: graded again all the same
+
+
+def test_every_ws_matmul_wrong_submission_is_tested():
+    assert {p.parent.name for p in WRONG.glob(f"*/{TASK}.py")} == {"ch09_ws_no_region", "ch09_ws_stale_phase"}
