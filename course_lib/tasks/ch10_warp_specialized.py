@@ -1,0 +1,153 @@
+"""Chapter 10, step 4: the capstone's linear compression warp-specialized in Gluon on Hopper.
+
+``ws_compression`` is chapter 09's ws_matmul turned into the capstone's kernel: a persistent,
+warp-specialized GEMM over the batch of candidates whose epilogue adds each candidate's user tile by
+index lookup, and the user GEMM as a first launch of the same kernel. Its cases run only on a Hopper
+GPU (spec.needs); everywhere the probe records the launcher's launches (none of them run), compiles
+the candidate launch for sm_90 and reads its structure, judged here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from .. import compilation
+from . import Case, TaskSpec, output_like, register
+from .ch09_pipelining import judge_ws_matmul, ws_facts
+from .ch10_capstone import (
+    BENCH_CASES,
+    BROADCAST_TOLERANCE,
+    COURSE,
+    MANY_USERS,
+    PUBLISHED,
+    capstone_bytes,
+    capstone_flops,
+    split_inputs,
+)
+
+F16, BF16 = torch.float16, torch.bfloat16
+
+
+def padded(w: torch.Tensor) -> torch.Tensor:
+    """w (M, K) copied into a buffer whose rows are a multiple of 16 bytes long (zeros past K), viewed
+    back as (M, K): step 2's layout, made once as a model's weights are when they are loaded."""
+    per = 16 // w.element_size()
+    K = w.shape[1]
+    buf = torch.zeros(w.shape[0], -(-K // per) * per, dtype=w.dtype, device=w.device)
+    buf[:, :K] = w
+    return buf[:, :K]
+
+
+def ws_inputs(case: Case, gen: torch.Generator) -> dict:
+    B, _, M, Ku, _, N = case.shape
+    base = split_inputs(case, gen)
+    w, ku = base["w"], base["ku"]
+    return {
+        "w_u": padded(w[:, :ku]),  # (M, Ku), rows 16-byte aligned
+        "w_c": padded(w[:, ku:]),  # (M, Kc)
+        "e_user": base["e_user"],  # (U, Ku, N)
+        "e_cand": base["e_cand"],  # (B, Kc, N)
+        "user_of": base["user_of"],  # (B,) int64, sorted
+        "out": output_like(case, gen, shape=(B, M, N)),  # (B, M, N)
+    }
+
+
+def ws_reference(w_u, w_c, e_user, e_cand, user_of):
+    # read M*(Ku+Kc) + U*Ku*N + B*Kc*N elements and B indices; write B*M*N; 2*M*N*(U*Ku + B*Kc) FLOPs
+    user_out = torch.matmul(w_u, e_user)  # (U, M, N): once per user
+    return torch.matmul(w_c, e_cand) + user_out[user_of]  # (B, M, N)
+
+
+# (B, U, M, Ku, Kc, N), params: N and the K's multiples of 8 (TMA's 16-byte rows of E); M anything
+WS_CASES = [
+    ((1, 1, 1, 8, 8, 8), BF16, "tiny", ()),
+    ((7, 3, 77, 40, 24, 136), BF16, "ragged", ()),  # users of random sizes; K below one 64-deep step
+    ((9, 2, 130, 200, 72, 264), F16, "K and M tails", ()),  # 2 M tiles, the second 2 rows deep
+    ((16, 1, 256, 512, 256, 128), BF16, "one user", ()),
+    ((40, 40, 64, 64, 64, 64), BF16, "a user per candidate", ()),
+    ((300, 5, 433, 1178, 866, 256), BF16, "published, 300 candidates", (("counts", (70, 70, 70, 70, 20)),)),
+    (PUBLISHED, F16, "published", (("per_user", 70),)),
+    (COURSE, BF16, "course", (("per_user", 128),)),
+    (MANY_USERS, BF16, "many users", (("per_user", 4),)),
+]
+WS_PROBE = Case((24, 3, 200, 72, 40, 128), BF16, "probe", params=(("counts", (5, 9, 10)),))
+
+
+def _ws_cases(mode: str) -> list[Case]:
+    return [Case(shape, dtype, label, gpu_only=True, params=params) for shape, dtype, label, params in WS_CASES]
+
+
+def probe_ws_compression(module, entry) -> dict:
+    """In the worker: every launch the launcher makes on CPU tensors (none runs); the last one, the
+    candidate GEMM, compiled for sm_90 and read."""
+    inputs = ws_inputs(WS_PROBE, torch.Generator().manual_seed(0))
+    launches = compilation.recorded_launches(entry, **inputs, sms=132)
+    if not launches:
+        return {"launches": 0}
+    gluon = [launch for launch in launches if type(launch[0]).__name__ == "GluonJITFunction"]
+    last = (gluon or launches)[-1]  # the candidate GEMM: the last Gluon launch
+    kernel = last[0]
+    compiled = compilation.compile_launch(last)
+    facts = ws_facts(compiled, getattr(kernel, "__name__", "kernel"), type(kernel).__name__)
+    facts["launches"] = len(launches)
+    facts["kernels"] = [getattr(launch[0], "__name__", "kernel") for launch in launches]
+    facts["global_loads"] = len(re.findall(r"\bld\.global", compiled.asm["ptx"]))
+    B, U, M, Ku, Kc, N = WS_PROBE.shape
+    facts["probe"] = f"B={B} candidates of U={U} users, M={M}, Ku={Ku}, Kc={Kc}, N={N}, bfloat16 (its last launch)"
+    return facts
+
+
+def judge_ws_compression(facts: dict) -> list[tuple[bool, str, list[str]]]:
+    if facts.get("launches", 0) > 2:
+        return [(False, f"the launcher makes {facts['launches']} launches, not 2", [
+            f"launches, in order: {', '.join(facts.get('kernels', []))}",
+            "one for the user GEMM (user_out, once per unique user) and one for the candidates, whose epilogue "
+            "adds user_out[user_of[b]]: a kernel more is a broadcast or a sum through memory"])]  # fmt: skip
+    checks = judge_ws_matmul(facts)
+    if not facts.get("launches"):
+        return checks
+    if not facts.get("global_loads"):
+        checks.append((False, "the candidate kernel reads nothing outside TMA: no user tile is added in its epilogue", [
+            f"`{facts.get('kernel')}` (the last launch) compiled for sm_90 has no ld.global: the user's part must be "
+            "read in the epilogue, user_out[user_of[b]], by index lookup"]))  # fmt: skip
+    return checks
+
+
+def _cublas_candidate(w_u, w_c, e_user, e_cand, user_of):
+    return torch.matmul(w_c, e_cand)  # (B, M, N): the padded candidate GEMM alone, no user part
+
+
+register(
+    TaskSpec(
+        name="ws_compression",
+        chapter="10",
+        title="Step 4: the whole step warp-specialized in Gluon, the user tile added by index lookup (Hopper)",
+        entry="ws_compression",
+        make_inputs=ws_inputs,
+        reference=ws_reference,
+        cases=_ws_cases,
+        tolerance=BROADCAST_TOLERANCE,
+        bytes_moved=capstone_bytes,
+        flops=capstone_flops,
+        tensor_cores=True,
+        bench_cases=list(BENCH_CASES),
+        bench_variants=lambda case: {"cublas_candidate_padded": _cublas_candidate},
+        needs="hopper",
+        probe="course_lib.tasks.ch10_warp_specialized:probe_ws_compression",
+        judge=judge_ws_compression,
+        timeout_s=180.0,
+        hints=[
+            "The tile number: per_batch = num_pid_m * num_pid_n; b = tile // per_batch; with rest = tile % "
+            "per_batch, pid_m = rest % num_pid_m and pid_n = rest // num_pid_m, so consecutive tiles (programs "
+            "running side by side) are the M tiles of one (b, N tile) and read the same tile of E.",
+            "The lookup: user = gl.load(user_of_ptr + b).to(gl.int64); the rows of acc's elements are pid_m * "
+            "BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout)), the columns the same along N with "
+            "gl.SliceLayout(0, layout).",
+            "user_out is (U, M, N) float32, contiguous: the element (user, m, n) is at user * M * N + m * N + n. "
+            "Mask rows >= M and columns >= N (other=0.0) and add the tile to acc before it is stored.",
+            "CPU mode compiles your kernel for sm_90 and checks its structure; its cases need a Hopper GPU.",
+        ],
+    )
+)

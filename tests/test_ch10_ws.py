@@ -1,0 +1,69 @@
+"""Chapter 10's step 4, ws_compression: the capstone's kernel in Gluon, graded on a Hopper GPU and
+checked for structure everywhere (warp specialization as chapter 09's, two launches, the user tile read
+in the candidate kernel's epilogue). Each rule that CPU mode can judge has a wrong submission that breaks
+it; the wrong user, a GPU-only mistake, is needs_gpu here.
+
+    python -m course_lib check ws_compression --source tests/wrong/ch10_ws_broadcast_kernel
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from conftest import WRONG
+
+from course_lib import grader
+from course_lib.grader import FAIL, NEEDS_GPU, TODO
+from course_lib.tasks import ch10_warp_specialized as ch10ws
+
+TASK = "ws_compression"
+SEED = 5
+
+
+def full_text(result: grader.TaskResult) -> str:
+    return "\n".join([result.summary, *result.details])
+
+
+@functools.cache
+def graded(source: str) -> grader.TaskResult:
+    return grader.grade_task(TASK, source=source, seed=SEED)
+
+
+def test_the_solution_needs_a_hopper_gpu_and_its_structure_passes():
+    result = graded("solutions")
+    assert result.status == NEEDS_GPU, full_text(result)
+    text = full_text(result)
+    assert "`capstone_ws_kernel` compiled for sm_90" in text and "(its last launch)" in text
+    assert "ttg.warp_specialize with 1 worker partition(s)" in text
+
+
+def test_the_stub_is_todo():
+    result = graded("exercises")
+    assert result.status == TODO and "not implemented yet" in result.summary, full_text(result)
+
+
+@pytest.mark.parametrize(
+    "folder, status, summary",
+    [
+        ("ch10_ws_no_user", FAIL, "the candidate kernel reads nothing outside TMA: no user tile is added"),
+        ("ch10_ws_broadcast_kernel", FAIL, "the launcher makes 3 launches, not 2"),
+        ("ch10_ws_user_by_candidate", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # right structure, wrong values
+    ],
+)
+def test_wrong_submissions(folder, status, summary):
+    result = graded(str(WRONG / folder))
+    assert result.status == status, full_text(result)
+    assert summary in result.summary, full_text(result)
+
+
+def test_the_padded_inputs_keep_the_values_and_align_the_rows():
+    inputs = ch10ws.ws_inputs(ch10ws.WS_PROBE, __import__("torch").Generator().manual_seed(1))
+    for name in ("w_u", "w_c"):
+        w = inputs[name]
+        assert (w.stride(0) * w.element_size()) % 16 == 0 and w.data_ptr() % 16 == 0
+        assert w.stride(0) >= w.shape[1]
+    B, U, M, Ku, Kc, N = ch10ws.WS_PROBE.shape
+    assert inputs["w_u"].shape == (M, Ku) and inputs["w_c"].shape == (M, Kc)
+    expected = ch10ws.ws_reference(**{k: v for k, v in inputs.items() if k != "out"})
+    assert expected.shape == (B, M, N)
