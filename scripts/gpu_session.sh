@@ -7,6 +7,8 @@
 # WIDGET_DEPS=folder: ipywidgets and friends for a GPU machine that lacks them (widgets step)
 # BENCH_TASKS="softmax layernorm" limits the bench step; BENCH_DTYPE=float32 its cases; CHECK_TASKS the
 #   check step (default: --all); WRONG_CHAPTERS="ch06 ch07" the wrong step to those chapters' folders.
+# capstone: scripts/experiments_capstone.py (CAPSTONE_ARGS="--sweep" adds the tile sweep) and
+#   scripts/gluon_capstone.py --run: chapter 10's records (experiment_capstone.json, experiment_gluon_capstone_h200.json).
 # notebooks: every notebook (NOTEBOOKS="notebooks/06_*.ipynb" picks some) run top to bottom in GPU mode
 #   by scripts/run_notebooks.py (IPython from WIDGET_DEPS where the machine lacks it).
 set -uo pipefail
@@ -92,6 +94,11 @@ fi
 if has experiments; then
   step "experiments"
   $py scripts/experiments.py ${EXPERIMENTS:-timing gelu rows dropout} --out "$OUT" 2>&1 | quiet
+fi
+if has capstone; then
+  step "the capstone: every variant of chapter 10 checked and timed in one run, then the Gluon step alone"
+  $py scripts/experiments_capstone.py --out "$OUT" ${CAPSTONE_ARGS:-} 2>&1 | quiet | tail -60
+  $py scripts/gluon_capstone.py --run "$OUT" 2>&1 | quiet | grep -v -E "leaked|nanobind" | tail -10
 fi
 if has notebooks; then
   step "notebooks top to bottom in GPU mode"
