@@ -557,3 +557,11 @@ def test_experiments_script_helps_without_a_gpu(capsys, tmp_path):
     if runtime.is_cpu():
         assert script.main(["--out", str(tmp_path)]) == 1
         assert "measures on a GPU" in capsys.readouterr().out and not any(tmp_path.iterdir())
+
+
+def test_pad_k_returning_the_view_itself_fails_on_its_layout(tmp_path):
+    """The values are right (w_c is w_c); the worker's layout facts say it shares W's memory."""
+    (tmp_path / "pad_k.py").write_text("def pad_k(w_c):\n    return w_c\n")
+    result = grader.grade_task("pad_k", tmp_path, seed=3)
+    assert result.status == FAIL, result.summary
+    assert "it returned a view of the input W" in result.summary

@@ -62,7 +62,11 @@ def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = Non
     solution_dir = sources.resolve("solutions")
     sha = file_sha256(solution_dir / f"{spec.name}.py")
     fallback = limits.Limits(spec.timeout_s, spec.timeout_s, spec.timeout_s, 4 * spec.timeout_s, "the task's default")
-    if not sha or not spec.runs_here(worker.mode):  # nothing to time where only the structure is checked
+    if not spec.runs_here(worker.mode):
+        # no cases here: the file loads (30 s allowed) and one launch is compiled for sm_90 (a few
+        # seconds; 20 allowed), so a launcher that hangs is reported in 20 s, not the task's default
+        return limits.Limits(30.0, 30.0, 20.0, 60.0, "structure only: one launch compiled for sm_90")
+    if not sha:
         return fallback
     timing = worker.mode == runtime.GPU and perf_wanted()
     mode = f"{worker.mode}-timed" if timing else worker.mode  # a GPU's timing step is a step of its own
@@ -109,7 +113,7 @@ def grade_task(
         perf=perf_wanted(),
     )
     # (Gluon kernels, spec.needs, have no interpreter to check their bounds in)
-    interpretable = spec.call_case is None and spec.needs is None
+    interpretable = spec.call_case is None and spec.needs is None and not spec.torch_task
     if result.passed and worker.mode == runtime.GPU and interpretable and bounds.wanted():
         interpreter = bounds.interpreter_worker()
         checked = run_task(

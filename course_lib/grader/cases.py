@@ -131,7 +131,7 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
         failed.raised = True
         return failed
     launches = [str(k) for k in reply.get("launches", [])]
-    if not launches:
+    if not launches and not spec.torch_task:
         return Outcome.failed("no Triton kernel was launched: the launcher must launch at least one @triton.jit kernel")
     for name, before in prepared.pristine.items():
         if isinstance(before, torch.Tensor) and not torch.equal(prepared.tensors[name], before):
@@ -177,6 +177,12 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
     verdict = compare(got, expected, spec.tolerance[case.dtype], poisoned=True)
     if verdict.ok and flowed is not None:
         return flowed
+    if verdict.ok and spec.check_layout is not None:
+        span = reply.get("span")
+        span = torch.frombuffer(bytearray(span), dtype=torch.uint8) if span else None
+        ok, summary, details = spec.check_layout(case, dict(reply.get("returned") or {}), span)
+        if not ok:
+            return Outcome(False, summary, list(details), FAIL, True)
     if verdict.ok:
         return Outcome(True, verdict.summary, verdict.details, PASS)
     found = _diagnosis(spec, reference_inputs, got, case)

@@ -253,6 +253,7 @@ def run_task(
         "entry": spec.entry,
         "outputs": list(spec.outputs),
         "forbid": sorted(spec.forbid_in_launcher),
+        "torch_task": spec.torch_task,
         "mode": worker.mode,
         "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
     }
@@ -369,8 +370,11 @@ def _one_case(spec, case, case_seed: int, ask, limit: float) -> case_tools.Outco
         returned = None
         if data is not None:
             try:
+                span = int(reply["returned"].get("span_nbytes", 0))
+                if span:  # a torch task's 2-D result: its rows' span follows the values
+                    data, reply["span"] = data[: len(data) - span], data[len(data) - span :]
                 returned = tensor_from_bytes(reply["returned"], data)
-            except (ValueError, TypeError, KeyError):
+            except (ValueError, TypeError, KeyError, AttributeError):
                 return case_tools.Outcome.failed("the launcher returned a tensor the grader cannot read back")
         return case_tools.judge(spec, case, prepared, reply, returned)
 

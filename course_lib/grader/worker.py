@@ -11,6 +11,7 @@ the inputs, computes the reference and compares; what this process says can only
 
 from __future__ import annotations
 
+import contextlib
 import json
 import numbers
 import os
@@ -42,6 +43,29 @@ def _limit_memory(nbytes: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (nbytes, nbytes))
     except (ImportError, ValueError, OSError):  # not on this platform, or a lower hard limit
         pass
+
+
+def _layout(t, inputs: dict, meta: dict) -> bytes:
+    """A torch task's returned tensor: its strides, its alignment, whether it shares an input's memory
+    (into ``meta``), and for a 2-D tensor with unit column stride the bytes of its rows' whole span,
+    the padding between rows included (returned; its length in meta["span_nbytes"])."""
+    meta["stride"] = list(t.stride())
+    meta["ptr_mod_16"] = int(t.data_ptr() % 16)
+    storage = t.untyped_storage()
+    meta["shares_input"] = any(
+        x.untyped_storage().data_ptr() == storage.data_ptr() for x in inputs.values() if hasattr(x, "untyped_storage")
+    )
+    if t.dim() != 2 or t.stride(1) != 1 or t.numel() == 0:
+        return b""
+    itemsize = t.element_size()
+    room = storage.nbytes() // itemsize - t.storage_offset()  # elements from t's first to the storage's end
+    span = max(min(t.shape[0] * t.stride(0), room), 0)
+    import torch
+
+    raw = t.as_strided((span,), (1,)).detach().to("cpu").contiguous().view(torch.uint8)
+    data = raw.numpy().tobytes()
+    meta["span_nbytes"] = len(data)
+    return data
 
 
 def _explain(e: BaseException, path: Path) -> dict:
@@ -157,12 +181,14 @@ class _Worker:
         inputs = {k: v for k, v in mapped.tensors.items() if k in kwargs and k not in outputs}
         out_views = {k: v for k, v in mapped.tensors.items() if k in outputs}
         allowed = ALLOWED_IN_LAUNCHER - frozenset(self.setup["forbid"])
-        flow = hooks.record_flow(inputs, out_views) if not self.gpu else None
+        torch_task = bool(self.setup.get("torch_task"))
+        flow = hooks.record_flow(inputs, out_views) if not (self.gpu or torch_task) else None
+        guard = contextlib.nullcontext() if torch_task else launcher_torch_guard(allowed, (str(self.path),))
         reply: dict = {"kind": "case_done", "error": None, "launches": [], "flow": None, "returned": None}
         returned = None
         threads = set(threading.enumerate())
         try:
-            with hooks.watch_launches() as watch, launcher_torch_guard(allowed, (str(self.path),)):
+            with hooks.watch_launches() as watch, guard:
                 if flow is not None:
                     with flow as record:
                         returned = self.entry(**kwargs)
@@ -194,6 +220,9 @@ class _Worker:
                         record.outputs = {"returned": t}
                         reply["returned"]["unwritten_by_kernel"] = record.unwritten("returned")
                     data = t.to("cpu").contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+                    if torch_task:
+                        span = _layout(t, inputs, reply["returned"])
+                        data += span
                 else:
                     reply["returned"] = {"not_a_tensor": type(returned).__name__}
             if record is not None:

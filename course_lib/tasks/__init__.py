@@ -93,6 +93,13 @@ class TaskSpec:
     # details)] decides in the protected process.
     probe: str | None = None
     judge: Callable | None = None
+    # The entry is plain PyTorch, no kernel (chapter 10's first steps): no launch is required, and the
+    # launcher torch guard and the interpreter's data-flow rule are off. The worker reports the returned
+    # tensor's layout (strides, alignment, whether it shares an input's memory) and, for a 2-D result,
+    # the bytes of its rows' whole span (padding included); ``check_layout(case, meta, span)`` ->
+    # (ok, summary, details) judges them here after the values pass (span: a 1-D uint8 tensor or None).
+    torch_task: bool = False
+    check_layout: Callable | None = None
     # Hardware the cases need beyond GPU mode: "hopper" (compute capability 9.x: wgmma, TMA, setmaxnreg;
     # Gluon kernels have no interpreter). Elsewhere only the probe runs (it compiles for sm_90, no GPU
     # needed) and a task whose probe passes is graded NEEDS_GPU, not PASS.

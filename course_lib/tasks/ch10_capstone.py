@@ -21,13 +21,11 @@ the candidates are spread over the users: ("per_user", 70) as in the published b
 the last user takes the remainder), ("counts", (1, 4, 2)) exactly, or nothing: a random spread drawn
 from the seed.
 
-Steps 1 and 2 are torch, not kernels. The grader's kernel path requires a Triton launch and forbids
-torch compute in a launcher, so they go through the path for tasks that are no kernel (as chapter
-01's op_costs does): the protected process makes the inputs and sends them as plain numbers, a given
-function of the task file (``run_case``) rebuilds the tensors, calls the learner's function and sends
-back the result's bytes (and, for pad_k, its strides and alignment); the protected process compares.
-What torch counts (FLOPs) and what fresh allocations hold are probed in the worker, where torch modes
-may run, and judged here.
+Steps 1 and 2 are torch, not kernels (TaskSpec.torch_task): no launch is required and the launcher
+torch guard is off; the grader's process makes the inputs and judges the returned tensor, its values
+and (pad_k) its layout as the worker read it: strides, alignment, whether it is a view of W, and the
+bytes of its rows' span, padding included. What torch counts (FLOPs) and what fresh allocations hold
+are probed in the worker, where torch modes may run, and judged here.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ from dataclasses import replace
 import torch
 
 from .. import runtime
-from ..compare import Tolerance, close_enough, compare
+from ..compare import Tolerance, close_enough
 from . import DEFAULT_TOLERANCE, Case, TaskSpec, output_like, random_tensor, register
 from .ch06_matmul import MATMUL_TOLERANCE
 
@@ -211,51 +209,8 @@ def capstone_diagnose(inputs: dict, got: torch.Tensor, case: Case, tolerance: di
     return sentence
 
 
-# --------------------------------------------------------------------------------------------------
-# torch tasks: tensors as plain data, there and back
-
-_DTYPES = {"float32": F32, "float16": F16, "bfloat16": BF16, "int64": torch.int64}
-
-
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
-
-
-def plain_tensor(t: torch.Tensor) -> dict:
-    """A tensor as JSON data: its dtype, shape and values (exact: fp16 and bf16 values are floats)."""
-    values = t.detach().to("cpu").reshape(-1)
-    values = values.tolist() if not t.is_floating_point() else values.double().tolist()
-    return {"dtype": _dtype_name(t.dtype), "shape": list(t.shape), "values": values}
-
-
-def tensor_from_plain(data: dict) -> torch.Tensor:
-    """The tensor ``plain_tensor`` described (what the task file's run_case rebuilds too)."""
-    dtype = _DTYPES[data["dtype"]]
-    made = torch.tensor(data["values"], dtype=torch.float64 if dtype.is_floating_point else torch.int64)
-    return made.to(dtype).reshape(data["shape"])
-
-
-def _returned(value) -> tuple[torch.Tensor | None, str | None]:
-    """The tensor run_case sent back as [dtype, shape, hex of its bytes], or why there is none."""
-    if isinstance(value, dict) and "not_plain" in value:
-        return None, f"run_case returned a {value['not_plain']}: keep the given run_case as it is"
-    if isinstance(value, list) and value and value[0] == "not a tensor":
-        return None, f"it returned {value[1] if len(value) > 1 else 'something'}, not a tensor"
-    try:
-        dtype_text, shape, data = value[0], [int(s) for s in value[1]], bytes.fromhex(value[-1])
-        dtype = _DTYPES[str(dtype_text).replace("torch.", "")]
-        flat = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
-        return flat.view(dtype).reshape(shape), None
-    except (TypeError, ValueError, KeyError, IndexError, RuntimeError):
-        return None, "run_case sent back something the grader cannot read: keep the given run_case as it is"
-
-
-def _worker_failed(reply: dict, task: str) -> tuple[bool, str, list[str]] | None:
-    if reply.get("missing"):
-        return False, f"{task}.py has no function `run_case` (it is given in the exercise: keep it)", []
-    if "raised" in reply:
-        return False, f"{task} raised {reply['raised']}", [str(line) for line in reply.get("frames", [])]
-    return None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -275,45 +230,12 @@ def _split_cases(mode: str) -> list[Case]:
         ((24, 12, 16, 32, 16, 8), F32, "many users", (("per_user", 2),)),
         ((64, 4, 48, 96, 40, 32), BF16, "large", ()),
     ]
-    # the same cases in both modes: run_case runs your torch code on the CPU
+    # the same cases in both modes: plain torch, on the mode's device
     return [Case(shape, dt, label, params=p) for shape, dt, label, p in table]
 
 
-def _split_call_case(case: Case, seed: int) -> tuple[str, dict]:
-    made = split_inputs(case, torch.Generator().manual_seed(seed))
-    return "run_case", {k: (plain_tensor(v) if isinstance(v, torch.Tensor) else v) for k, v in made.items()}
-
-
-def _inputs_from(kwargs: dict) -> dict:
-    """The case's inputs, rebuilt from what was sent, in float64 (indices stay int64)."""
-    out = {}
-    for name, value in kwargs.items():
-        if isinstance(value, dict):
-            t = tensor_from_plain(value)
-            out[name] = t.double() if t.is_floating_point() else t
-        else:
-            out[name] = value
-    return out
-
-
-def _split_judge_call(case: Case, function: str, kwargs: dict, reply: dict) -> tuple[bool, str, list[str]]:
-    failed = _worker_failed(reply, "split_user_gemm")
-    if failed:
-        return failed
-    got, problem = _returned(reply.get("value"))
-    if problem:
-        return False, problem, []
-    inputs = _inputs_from(kwargs)
-    expected = capstone_reference(**inputs)
-    if tuple(got.shape) != tuple(expected.shape):
-        return False, f"wrong shape: got {tuple(got.shape)}, expected {tuple(expected.shape)} (B, M, N)", []
-    if got.dtype != case.dtype:
-        return False, f"wrong dtype: got {got.dtype}, expected {case.dtype} (the inputs' dtype)", []
-    verdict = compare(got, expected, SPLIT_TOLERANCE[case.dtype], poisoned=False)
-    if verdict.ok:
-        return True, verdict.summary, verdict.details
-    found = None if torch.isnan(got).any() else capstone_diagnose(inputs, got.double(), case, SPLIT_TOLERANCE)
-    return False, f"{found} ({verdict.summary})" if found else verdict.summary, verdict.details
+def _split_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
+    return capstone_diagnose(inputs, got.double(), case, SPLIT_TOLERANCE) if not torch.isnan(got).any() else None
 
 
 # The decomposition check: torch's FLOP counter (torch.utils.flop_counter) around the learner's
@@ -417,8 +339,8 @@ register(
         tolerance=SPLIT_TOLERANCE,
         bytes_moved=None,  # torch: the course times step 3 (fused_broadcast), whose baselines include this
         flops=None,
-        call_case=_split_call_case,
-        judge_call=_split_judge_call,
+        torch_task=True,
+        diagnose=_split_diagnose,
         probe=f"{__name__}:probe_split_flops",
         judge=judge_split_flops,
         timeout_s=60.0,
@@ -433,11 +355,11 @@ register(
 
 def pad_inputs(case: Case, gen: torch.Generator) -> dict:
     M, Ku, Kc = case.shape
-    return {"w": random_tensor(case, gen, shape=(M, Ku + Kc)), "ku": Ku}  # pad_k gets w[:, ku:]
+    return {"w_c": random_tensor(case, gen, shape=(M, Ku + Kc))[:, Ku:]}  # (M, Kc): a view of W
 
 
-def pad_reference(w, ku):
-    return w[:, ku:]  # (M, Kc): the values; the layout is judged apart
+def pad_reference(w_c):
+    return w_c  # (M, Kc): the values; the layout is judged apart (check_layout)
 
 
 def _pad_cases(mode: str) -> list[Case]:
@@ -453,11 +375,6 @@ def _pad_cases(mode: str) -> list[Case]:
         ((7, 5, 30), F16, "misaligned"),  # w itself one element into its buffer
     ]
     return [Case(shape, dt, label, misaligned=label == "misaligned") for shape, dt, label in table]
-
-
-def _pad_call_case(case: Case, seed: int) -> tuple[str, dict]:
-    made = pad_inputs(case, torch.Generator().manual_seed(seed))
-    return "run_case", {"w": plain_tensor(made["w"]), "ku": made["ku"]}
 
 
 def padded_width(kc: int, itemsize: int) -> int:
@@ -513,44 +430,20 @@ def _pad_layout_problem(shape, strides, ptr_mod_16: int, kc: int, itemsize: int,
     return None
 
 
-def _pad_judge_call(case: Case, function: str, kwargs: dict, reply: dict) -> tuple[bool, str, list[str]]:
-    failed = _worker_failed(reply, "pad_k")
-    if failed:
-        return failed
-    value = reply.get("value")
-    if isinstance(value, list) and value and value[0] == "not a tensor":
-        return False, f"pad_k returned {value[1] if len(value) > 1 else 'something'}, not a tensor", []
-    try:
-        dtype_text, shape, strides, ptr_mod_16, shares, data = value
-        shape, strides = [int(s) for s in shape], [int(s) for s in strides]
-        dtype = _DTYPES[str(dtype_text).replace("torch.", "")]
-        raw = bytearray(bytes.fromhex(data))
-        flat = torch.frombuffer(raw, dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
-    except (TypeError, ValueError, KeyError, RuntimeError):
-        return False, "run_case sent back something the grader cannot read: keep the given run_case as it is", []
-    w = tensor_from_plain(kwargs["w"])
-    expected = pad_reference(w, kwargs["ku"])  # (M, Kc)
-    M, kc = expected.shape
-    if tuple(shape) != (M, kc):
-        return False, f"wrong shape: got {tuple(shape)}, expected {(M, kc)} (the shape of w_c)", []
-    if dtype != case.dtype:
-        return False, f"wrong dtype: got {dtype}, expected {case.dtype} (w_c's)", []
-    itemsize = expected.element_size()
-    problem = _pad_layout_problem(shape, strides, int(ptr_mod_16), kc, itemsize, bool(shares))
+def check_pad_layout(case: Case, meta: dict, span: torch.Tensor | None) -> tuple[bool, str, list[str]]:
+    """In the grader's process, after the values passed: the returned tensor's layout as the worker
+    read it (strides, alignment, whether it is a view of W) and its rows' span, padding included."""
+    shape, strides = [int(s) for s in meta.get("size", [])], [int(s) for s in meta.get("stride", [])]
+    M, kc = shape
+    itemsize = torch.empty((), dtype=case.dtype).element_size()
+    problem = _pad_layout_problem(shape, strides, int(meta.get("ptr_mod_16", 0)), kc, itemsize,
+                                  bool(meta.get("shares_input")))  # fmt: skip
     if problem:
         return False, problem[0], problem[1]
     row_stride = strides[0] if M > 1 else max(strides[0], kc)
+    flat = span.view(case.dtype) if span is not None and span.numel() % itemsize == 0 else torch.empty(0)
     whole = min(flat.numel() // row_stride, M)  # rows whose padding lies inside the allocation
-    rows = flat[: whole * row_stride].view(whole, row_stride)  # (whole, row_stride)
-    values, tail = rows[:, :kc], flat[whole * row_stride :]
-    if whole == M - 1 and tail.numel() >= kc:  # the allocation ends with the last row's values
-        values = torch.cat([values, tail[:kc].view(1, kc)])
-    if values.shape != expected.shape:
-        return False, "its last rows reach past the memory it was allocated in", []
-    if not torch.equal(values, expected):
-        wrong = int((values != expected).sum())
-        return False, f"{wrong} of the {M * kc} values differ from w_c's: pad_k must copy w_c exactly", []
-    pad = rows[:, kc:].contiguous()
+    pad = flat[: whole * row_stride].view(whole, row_stride)[:, kc:].contiguous()
     if pad.numel() and bool((pad.view(torch.uint8) != 0).any()):
         return False, f"the padding is not zero: {int((pad != 0).sum())} of its {pad.numel()} elements", [_PAD_ZERO]
     return True, f"aligned: rows {row_stride} elements ({row_stride * itemsize} bytes) apart, zero padding", []
@@ -578,9 +471,8 @@ def probe_pad_zero(module, entry) -> dict:
             return out
 
     made = pad_inputs(PAD_PROBE, torch.Generator().manual_seed(0))
-    w, ku = made["w"], made["ku"]
     with PoisonFresh():
-        padded = entry(w[:, ku:])
+        padded = entry(made["w_c"])
     if not isinstance(padded, torch.Tensor) or padded.dim() != 2 or padded.stride(1) != 1:
         return {"checked": False}
     M, kc = padded.shape
@@ -645,8 +537,8 @@ register(
         tolerance=dict(DEFAULT_TOLERANCE),
         bytes_moved=None,
         flops=None,
-        call_case=_pad_call_case,
-        judge_call=_pad_judge_call,
+        torch_task=True,
+        check_layout=check_pad_layout,
         probe=f"{__name__}:probe_pad_zero",
         judge=judge_pad_zero,
         timeout_s=60.0,

@@ -20,7 +20,8 @@ line never need them.
 
 One module per panel; every name is used from here, as ``course_lib.widgets.NAME``:
 
-- ``_common``: constants, HTML/text/PNG helpers, ``shown_text`` and ``shown_images``;
+- ``_common``: constants, HTML/text/PNG helpers, ``shown_text`` and ``shown_images``, ``picture`` (a figure a
+  notebook shows as a PNG);
 - ``amdahls_law``: ``amdahl``, ``amdahl_text``, ``amdahl_calculator``;
 - ``model``: the roofline model of a task (``model_peaks``, ``default_sizes``, ``model_rows``...);
 - ``traffic_count``: memory traffic counted in the interpreter (``count_traffic``, ``traffic_text``);
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 # the course modules widgets.py exposed as attributes when it was one file
 from .. import results, roofline, runtime, timing, traffic
-from ._common import CPU_NO_TIME, VARIANT_ORDER, shown_images, shown_text
+from ._common import CPU_NO_TIME, VARIANT_ORDER, Picture, picture, shown_images, shown_text
 from .amdahls_law import amdahl, amdahl_calculator, amdahl_text
 from .charts import comparison_chart, comparison_figure, comparison_rows
 from .gpu_sweep import sweep, sweep_figure, sweep_table
@@ -62,6 +63,7 @@ __all__ = [
     "TRAFFIC_ELEMENTS",
     "VARIANT_ORDER",
     "ConfigRun",
+    "Picture",
     "amdahl",
     "amdahl_calculator",
     "amdahl_text",
@@ -79,6 +81,7 @@ __all__ = [
     "model_plot",
     "model_rows",
     "model_table",
+    "picture",
     "pipeline_timeline",
     "results",
     "roofline",

@@ -47,6 +47,26 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+class Picture:
+    """A matplotlib figure that a notebook shows as a PNG without pyplot's inline backend (a bare
+    ``Figure`` shows only its repr there); elsewhere its repr names it."""
+
+    def __init__(self, fig):
+        self.figure = fig
+
+    def _repr_png_(self) -> bytes:
+        return _png(self.figure)
+
+    def __repr__(self) -> str:
+        title = self.figure.axes[0].get_title() if self.figure.axes else ""
+        return f"<figure{': ' + title if title else ''}>"
+
+
+def picture(fig) -> Picture:
+    """``display(picture(fig))`` shows ``fig`` as an image in a notebook (course_lib's plotting path)."""
+    return Picture(fig)
+
+
 def _image(fig):
     import ipywidgets as w
 
