@@ -16,7 +16,8 @@ first steps overlap the previous tile's epilogue. Both roles count the steps the
 Inputs: a (M, K) and b (K, N), bfloat16 or float16, contiguous; TMA needs 16-byte rows, so K and N
 are multiples of 8. TMA fills the parts of a tile past the edges with zeros and drops them on the
 store: no masks anywhere. Needs a Hopper GPU (sm_90) to run; it compiles anywhere (chapter 09).
-H200, bf16 8192^3: 810 TFLOP/s against cuBLAS's 785 in the same run (results/experiment_gluon_ws_h200.json).
+H200, bf16 8192^3 (Triton 3.6.0, 2026-12-01): 782-789 TFLOP/s against cuBLAS's 768 in the same bench run
+(results/bench_ws_matmul_h200.json), 810 against 785 in the experiment (results/experiment_gluon_ws_h200.json).
 """
 
 import torch
@@ -38,7 +39,8 @@ tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_glob
 tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
 
 # 128 x 256 x 64 tiles, 3 slots of 48 KB (a 16 KB + b 32 KB) and a 64 KB output tile: 208 KB of the
-# H200's 227 KB of shared memory per block. 2 slots: 65-80% of cuBLAS; 3: 103% (H200 records).
+# H200's 227 KB of shared memory per block. On an H200 (Triton 3.6.0, 2026-12-01), 3 slots reached 98-103% of
+# cuBLAS from 8192 x 8192 x 512 to 8192^3, 2 slots 65-81% of 3 (results/experiment_gluon_ws_h200.json).
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "NUM_BUFFERS": 3, "GROUP_M": 8, "num_warps": 8}
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 

@@ -15,7 +15,7 @@ import functools
 import pytest
 from conftest import ROOT, WRONG
 
-from course_lib import grader, progress, runtime, tasks
+from course_lib import grader, lesson, progress, runtime, tasks
 from course_lib.grader import FAIL, NEEDS_GPU, TODO, report, roster
 from course_lib.tasks import ch09_pipelining as ch09
 
@@ -65,7 +65,7 @@ def test_a_stale_phase_is_only_seen_on_a_gpu():
 GOOD_FACTS = {
     "launches": 1, "kernel": "ws_matmul_kernel", "gluon": True, "warp_specialize": 1, "worker_warps": [1],
     "worker_regs": [40], "setmaxnreg": ["dec 40", "inc 232"], "wgmma": 4, "tma_loads": 2, "tma_stores": 1,
-    "mbarrier_waits": 2, "mbarrier_arrives": 3, "num_warps": 12, "shared": 212992, "probe": "a product",
+    "mbarrier_waits": 2, "expect_tx": 1, "mbarrier_arrives": 3, "num_warps": 12, "shared": 212992, "probe": "a product",
 }  # fmt: skip
 
 
@@ -87,6 +87,11 @@ def test_good_facts_pass_the_judge():
         ({"wgmma": 0}, "no wgmma in the PTX"),
         ({"tma_loads": 0}, "no TMA loads in the PTX (cp.async.bulk.tensor into shared memory)"),
         ({"mbarrier_waits": 0}, "no mbarrier waits in the PTX"),
+        ({"mbarrier_waits": 1}, "only one role waits on a barrier (one mbarrier wait in the PTX, not two)"),
+        (
+            {"expect_tx": 0},
+            "no mbarrier.expect in the PTX: the ready barriers are never told how many bytes to wait for",
+        ),
     ],
 )
 def test_each_structural_rule_bites(change, expected):
@@ -158,3 +163,29 @@ def test_a_room_scores_needs_gpu_zero_says_so_and_grades_it_again_on_resume(tmp_
 
 def test_every_ws_matmul_wrong_submission_is_tested():
     assert {p.parent.name for p in WRONG.glob(f"*/{TASK}.py")} == {"ch09_ws_no_region", "ch09_ws_stale_phase"}
+
+
+@pytest.mark.parametrize(
+    "drop, expected",
+    [
+        ("mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)",
+         "no mbarrier.expect in the PTX"),
+        ("mbarrier.wait(empty.index(s), phase ^ 1)", "only one role waits on a barrier"),
+    ],
+)  # fmt: skip
+def test_a_protocol_step_left_out_shows_in_the_compiled_kernel(drop, expected):
+    """Two of the ring's steps leave a trace in the PTX that CPU mode can read: the expected bytes
+    (mbarrier.arrive.expect_tx) and the producer's wait (a second mbarrier.try_wait)."""
+    variant = lesson.write_variant(TASK, {drop: "pass"})
+    result = grader.grade_task(TASK, source=variant.folder, seed=SEED)
+    assert result.status == FAIL and expected in result.summary, full_text(result)
+
+
+def test_a_compile_error_says_what_the_compiler_said():
+    """A dropped accumulator (warpgroup_mma_wait's result not kept) fails to compile; the message keeps
+    the compiler's own sentence, not only the outer call's source line."""
+    old = "acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))"
+    variant = lesson.write_variant(TASK, {old: "warpgroup_mma_wait(num_outstanding=1, deps=(acc,))"})
+    result = grader.grade_task(TASK, source=variant.folder, seed=SEED)
+    assert result.status == FAIL and result.summary == "the kernel does not compile", full_text(result)
+    assert any("acc" in line and "type" in line for line in result.details), full_text(result)

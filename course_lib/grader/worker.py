@@ -95,9 +95,15 @@ def _explain(e: BaseException, path: Path) -> dict:
     for exc in links:
         if isinstance(exc, TorchComputeInLauncher):
             return said("fail", "torch compute in the launcher: " + str(exc))
-    for exc in links:
-        if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
-            return said("fail", "the kernel does not compile", str(exc).strip().splitlines()[-12:])
+    compile_errors = [exc for exc in links if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure")]
+    if compile_errors:
+        # the innermost one points at the learner's line (a jit function calling another wraps its error)
+        inner = compile_errors[-1]
+        details = str(inner).strip().splitlines()[-12:]
+        root = links[-1]
+        if root is not inner and str(root).strip():  # what the compiler itself said, under the source lines
+            details.append(f"{type(root).__name__}: {str(root).strip().splitlines()[0][:300]}")
+        return said("fail", "the kernel does not compile", details)
     if isinstance(e, SystemExit):
         return said("fail", f"the launcher raised SystemExit({e.code!r}): a launcher must not exit", where)
     text = str(e)

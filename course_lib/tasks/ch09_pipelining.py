@@ -212,10 +212,14 @@ def ws_facts(compiled, name: str = "kernel", kind: str = "GluonJITFunction") -> 
         "tma_loads": len(re.findall(r"cp\.async\.bulk\.tensor\.\w+\.shared::\w+\.global", ptx)),
         "tma_stores": len(re.findall(r"cp\.async\.bulk\.tensor\.\w+\.global\.shared", ptx)),
         "mbarrier_waits": len(re.findall(r"mbarrier\.try_wait", ptx)),
+        "expect_tx": len(re.findall(r"mbarrier\.arrive\.expect_tx", ptx)),
         "mbarrier_arrives": len(re.findall(r"mbarrier\.arrive", ptx)),
         "num_warps": compiled.metadata.num_warps,
         "shared": compiled.metadata.shared,
     }
+
+
+NO_EXPECT = "no mbarrier.expect in the PTX: the ready barriers are never told how many bytes to wait for"
 
 
 def judge_ws_matmul(facts: dict) -> list[tuple[bool, str, list[str]]]:
@@ -248,13 +252,21 @@ def judge_ws_matmul(facts: dict) -> list[tuple[bool, str, list[str]]]:
                 "give the worker partition few registers (worker_num_regs, e.g. [40]): the consumers' wgmma "
                 "accumulators need the rest"]))  # fmt: skip
     for key, what, fix in (
-        ("wgmma", "no wgmma in the PTX", "the MMAs must be warpgroup MMAs: warpgroup_mma(a_smem, b_smem, acc)"),
+        ("wgmma", "no wgmma in the PTX", "the MMAs must be warpgroup MMAs, and their result kept: acc = "
+         "warpgroup_mma(a_smem, b_smem, acc, is_async=True) (an MMA whose result is dropped is deleted)"),
+        ("expect_tx", NO_EXPECT,
+         "before the copies of a step: mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + "
+         "b_desc.block_type.nbytes); without it a ready barrier completes before its tiles land (or never)"),
         ("tma_loads", "no TMA loads in the PTX (cp.async.bulk.tensor into shared memory)",
          "the producer copies tiles with TMA: tma_load(desc, [row, col], ready.index(s), bufs.index(s))"),
         ("mbarrier_waits", "no mbarrier waits in the PTX", "each role waits on the other's barriers: mbarrier.wait"),
     ):  # fmt: skip
         if not facts.get(key):
             checks.append((False, what, [f"{where}: {fix}"]))
+    if facts.get("warp_specialize") and facts.get("mbarrier_waits") == 1:
+        checks.append((False, "only one role waits on a barrier (one mbarrier wait in the PTX, not two)", [
+            f"{where}: the producer waits on empty[s] before it overwrites a slot, the consumers on ready[s] before "
+            "they read it; without the producer's wait a slot is refilled under a running wgmma"]))  # fmt: skip
     return checks
 
 
