@@ -169,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="mode, versions, GPU and interpreter canaries; exit 0 when usable")
     sub.add_parser("list", help="tasks by chapter with your status")
 
-    c = sub.add_parser("check", help="grade exercises/ (or solutions/); exit 0 iff all pass")
+    c = sub.add_parser(
+        "check", help="grade exercises/ (or solutions/); exit 0 when all pass (or need a Hopper GPU this machine lacks)"
+    )
     c.add_argument("task", nargs="*", help="one or more tasks")
     c.add_argument("--all", action="store_true", help="every task")
     c.add_argument("--solutions", action="store_true", help="grade solutions/ instead of exercises/")
