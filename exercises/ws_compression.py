@@ -15,7 +15,8 @@ TMA, never read from the next batch, and an output tile's rows past M are droppe
 into the next candidate's rows. W_u and W_c arrive padded: their rows start on 16-byte boundaries
 (step 2), as a model's weights are padded once, when they are loaded.
 
-Needs a Hopper GPU (sm_90) to run; it compiles anywhere. H200 records: results/experiment_gluon_capstone_h200.json.
+Needs a Hopper GPU (sm_90) to run; it compiles anywhere. Not run on a GPU yet: scripts/experiments_capstone.py and
+scripts/gluon_capstone.py --run will record it (results/experiment_capstone_h200.json).
 """
 
 import torch
@@ -162,7 +163,7 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None):
     """out[b] = W_u @ E_user[user_of[b]] + W_c @ E_cand[b] in two launches of one kernel: the user GEMM
     (float32 user_out, once per unique user), then the candidate GEMM adding each candidate's user tile
     in its epilogue. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
-    out (B, M, N) contiguous; user_of (B,) int32."""
+    out (B, M, N) contiguous; user_of (B,) int64 (int32 works too: the kernel widens it)."""
     if sms is None:
         sms = torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 132
     U, _, N = e_user.shape
