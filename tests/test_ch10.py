@@ -565,3 +565,16 @@ def test_pad_k_returning_the_view_itself_fails_on_its_layout(tmp_path):
     result = grader.grade_task("pad_k", tmp_path, seed=3)
     assert result.status == FAIL, result.summary
     assert "it returned a view of the input W" in result.summary
+
+
+def test_eager_model_reads_each_user_once_and_summary_sorts_in_step_order():
+    # the gathers read U users' rows (the L2 serves the repeats) and write B: (U + B) rows, not 2B
+    B, U, M, Ku, Kc, N = ch10.PUBLISHED
+    kernels = ch10.eager_kernels(ch10.PUBLISHED)
+    assert kernels["naive"]["E_user[user_of]: gather"] == ((U + B) * Ku * N * 2, 0)
+    assert kernels["decomposed"]["user_out[user_of]: gather"] == ((U + B) * M * N * 2, 0)
+    # widgets.comparison_figure orders bars by label: the labels must sort in the table's order
+    names = [name for name, *_ in ch10.SUMMARY]
+    assert names == sorted(names)
+    source, rows = ch10.summary_rows("published", "bfloat16", {"baselines": None, "experiment": None, "gluon": None})
+    assert source is None and rows == []
