@@ -19,61 +19,19 @@ from __future__ import annotations
 
 import course_lib  # noqa: F401  (mode set-up first)
 import torch
-import triton
 
 from course_lib import compilation, sources
+from course_lib.tasks import ch10_capstone as ch10
+from course_lib.tasks import ch10_warp_specialized as ch10ws
 
 ws = sources.load_module("ws_compression", "solutions")  # the kernel and its launcher (chapter 10, step 4)
-gemm, USER = ws.gemm, ws.USER
 
 
-def pad_k(w):
-    """w (M, K) as a view of an (M, K rounded up to 16 bytes) buffer: TMA's rows start 16 bytes apart."""
-    per = 16 // w.element_size()
-    K = w.shape[1]
-    buf = torch.zeros(w.shape[0], triton.cdiv(K, per) * per, dtype=w.dtype, device=w.device)
-    buf[:, :K] = w
-    return buf[:, :K]
-
-
-class Compression:
-    """W padded once (as a model's weights are, at load), then ws_compression per request."""
-
-    def __init__(self, w, ku):
-        self.w_u = pad_k(w[:, :ku])  # (M, Ku), rows 16-byte aligned
-        self.w_c = pad_k(w[:, ku:])  # (M, Kc)
-
-    def __call__(self, e_user, e_cand, user_of, out, sms=132):
-        return ws.ws_compression(self.w_u, self.w_c, e_user, e_cand, user_of, out, sms=sms)
-
-
-def inputs(B, U, M, Ku, Kc, N, dtype, device, per_user=None, seed=0):
-    g = torch.Generator(device=device).manual_seed(seed)
-    scale = (Ku + Kc) ** -0.25
-    w = (torch.randn(M, Ku + Kc, generator=g, device=device) * scale).to(dtype)
-    e_user = (torch.randn(U, Ku, N, generator=g, device=device) * scale).to(dtype)
-    e_cand = (torch.randn(B, Kc, N, generator=g, device=device) * scale).to(dtype)
-    per_user = per_user or -(-B // U)
-    user_of = (torch.arange(B, device=device) // per_user).clamp(max=U - 1).to(torch.int32)
-    return w, e_user, e_cand, user_of
-
-
-def naive(w, e_user, e_cand, user_of):
-    """The PyTorch version the capstone starts from: the concatenation materialized, one batched matmul."""
-    x = torch.cat([e_user[user_of.long()], e_cand], dim=1)  # (B, Ku + Kc, N)
-    return torch.matmul(w, x)  # (B, M, N)
-
-
-def decomposed(w, e_user, e_cand, user_of, ku):
-    user_out = torch.matmul(w[:, :ku], e_user)  # (U, M, N): once per unique user
-    return torch.matmul(w[:, ku:], e_cand) + user_out[user_of.long()]  # (B, M, N)
-
-
-SHAPES = {  # B, U, M, Ku, Kc, N
-    "published": (1024, 15, 433, 1178, 866, 256),
-    "course": (2048, 16, 256, 512, 256, 128),
-    "many_users": (2048, 512, 256, 512, 256, 128),
-}
+def case_inputs(label: str, dtype: torch.dtype, device: str) -> dict:
+    """The bench case's inputs (ch10's input maker, seed 0), with W padded once as a model's weights are."""
+    made = ch10.split_inputs(ch10.bench_case(label, dtype), torch.Generator(device=device).manual_seed(0))
+    w, ku = made.pop("w"), made.pop("ku")
+    return {"w": w, "ku": ku, "w_u": ch10ws.padded(w[:, :ku]), "w_c": ch10ws.padded(w[:, ku:]), **made}
 
 
 def run(out_dir):
@@ -84,27 +42,33 @@ def run(out_dir):
 
     sms = runtime.gpu_info().sm_count
     rows = []
-    for name, (B, U, M, Ku, Kc, N) in SHAPES.items():
-        for dtype in (torch.bfloat16, torch.float16) if name == "published" else (torch.bfloat16,):
-            w, e_user, e_cand, user_of = inputs(
-                B, U, M, Ku, Kc, N, dtype, "cuda", per_user=4 if name == "many_users" else None
-            )
-            step = Compression(w, Ku)
+    for label in ("published", "course", "many users"):
+        for dtype in (torch.bfloat16, torch.float16) if label == "published" else (torch.bfloat16,):
+            x = case_inputs(label, dtype, "cuda")
+            B, U, M, Ku, Kc, N = ch10.bench_case(label, dtype).shape
             out = torch.empty(B, M, N, dtype=dtype, device="cuda")
-            step(e_user, e_cand, user_of, out, sms=sms)
-            ref = decomposed(w.double(), e_user.double(), e_cand.double(), user_of, Ku)
+            args = {k: x[k] for k in ("w_u", "w_c", "e_user", "e_cand", "user_of")}
+
+            def step():
+                return ws.ws_compression(**args, out=out, sms=sms)
+
+            step()
+            ref = ch10ws.ws_reference(**{k: v.double() if v.is_floating_point() else v for k, v in args.items()})
             err = ((out.double() - ref).norm() / ref.norm()).item()
-            flops = 2 * M * N * (U * Ku + B * Kc)
-            ms = timing.bench(lambda: step(e_user, e_cand, user_of, out, sms=sms)).median_ms
+            ms = timing.bench(step).median_ms
             user_out = torch.empty(U, M, N, dtype=torch.float32, device="cuda")
-            user_ms = timing.bench(lambda: gemm(step.w_u, e_user, user_out, config=USER, sms=sms)).median_ms
-            cand_ms = timing.bench(lambda: gemm(step.w_c, e_cand, out, user_out, user_of, sms=sms)).median_ms
-            eager = timing.bench(lambda: naive(w, e_user, e_cand, user_of)).median_ms
-            row = {"shape": name, "dims": [B, U, M, Ku, Kc, N], "dtype": str(dtype).replace("torch.", ""),
+            user_ms = timing.bench(lambda: ws.gemm(x["w_u"], x["e_user"], user_out, config=ws.USER, sms=sms)).median_ms
+            cand_ms = timing.bench(
+                lambda: ws.gemm(x["w_c"], x["e_cand"], out, user_out, x["user_of"], sms=sms)
+            ).median_ms
+            naive = {k: x[k] for k in ("w", "e_user", "e_cand", "user_of", "ku")}
+            eager = timing.bench(lambda: ch10.naive_eager(**naive)).median_ms
+            flops = ch10.capstone_flops(ch10.bench_case(label, dtype))
+            row = {"shape": label, "dims": [B, U, M, Ku, Kc, N], "dtype": str(dtype).replace("torch.", ""),
                    "median_ms": ms, "user_gemm_ms": user_ms, "candidate_ms": cand_ms, "naive_eager_ms": eager,
                    "tflops": flops / ms / 1e9, "rel_err": err}  # fmt: skip
             rows.append(row)
-            print(f"{name} {row['dtype']}: {ms * 1e3:.1f} us (user {user_ms * 1e3:.1f}, candidates "
+            print(f"{label} {row['dtype']}: {ms * 1e3:.1f} us (user {user_ms * 1e3:.1f}, candidates "
                   f"{cand_ms * 1e3:.1f}), {row['tflops']:.0f} TFLOP/s, naive eager {eager * 1e3:.1f} us "
                   f"({eager / ms:.1f}x), err {err:.1e}", flush=True)  # fmt: skip
     meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d")}
@@ -119,13 +83,13 @@ if __name__ == "__main__":
     if "--run" in sys.argv:
         run(sys.argv[sys.argv.index("--run") + 1])
         raise SystemExit
-    w, e_user, e_cand, user_of = inputs(1024, 15, 433, 1178, 866, 256, torch.bfloat16, "cpu")
-    step = Compression(w, 1178)
-    out = torch.empty(1024, 433, 256, dtype=torch.bfloat16)
-    user_out = torch.empty(15, 433, 256, dtype=torch.float32)
+    x = case_inputs("published", torch.bfloat16, "cpu")
+    B, U, M, Ku, Kc, N = ch10.PUBLISHED
+    out = torch.empty(B, M, N, dtype=torch.bfloat16)
+    user_out = torch.empty(U, M, N, dtype=torch.float32)
     for label, launch in (
-        ("user GEMM", lambda: gemm(step.w_u, e_user, user_out, config=USER)),
-        ("candidate GEMM + user tile", lambda: gemm(step.w_c, e_cand, out, user_out, user_of)),
+        ("user GEMM", lambda: ws.gemm(x["w_u"], x["e_user"], user_out, config=ws.USER)),
+        ("candidate GEMM + user tile", lambda: ws.gemm(x["w_c"], x["e_cand"], out, user_out, x["user_of"])),
     ):
         kernel, compiled = compilation.compile_first_launch(launch)
         ptx = compiled.asm["ptx"]
