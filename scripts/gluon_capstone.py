@@ -13,6 +13,8 @@ from memory once, W stays in the L2.
 
     PYTHONPATH=. python3 scripts/gluon_capstone.py             # compile for sm_90 (no GPU), list the PTX ops
     PYTHONPATH=. python3 scripts/gluon_capstone.py --run OUT   # on a Hopper GPU: check and time
+    PYTHONPATH=. python3 scripts/gluon_capstone.py --sweep OUT # on a Hopper GPU: the candidate GEMM's tiles,
+                                                               # programs per SM and user modes, each checked
 """
 
 from __future__ import annotations
@@ -76,10 +78,105 @@ def run(out_dir):
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
 
 
+# the candidate GEMM's configurations tried by --sweep: (BLOCK_M, BLOCK_N, BLOCK_K, NUM_BUFFERS,
+# num_warps, programs per SM); BLOCK_N narrows to N. num_warps 4 is one consumer warpgroup: 64-row
+# tiles waste less of M = 433 (448 rows computed, against 512 with 128-row tiles) but read E's tile
+# for half the work. (Two programs per SM do not fit: Triton 3.6 gives a warp-specialized kernel of
+# 4 + 1 warps all 65536 registers.)
+SWEEP = [
+    (128, 256, 64, 3, 8, 1),
+    (128, 128, 64, 4, 8, 1),
+    (128, 128, 64, 6, 8, 1),
+    (128, 128, 128, 3, 8, 1),
+    (64, 256, 64, 4, 4, 1),
+    (64, 128, 64, 6, 4, 1),
+]
+
+
+def smoke() -> int:
+    """Each ping-pong configuration of experiments_capstone.py once at two shapes, checked (run under a
+    timeout: a schedule that deadlocks shows here, not in the long run)."""
+    from experiments_capstone import WS_TRIES
+
+    failed = 0
+    for label in ("course", "published"):
+        x = case_inputs(label, torch.bfloat16, "cuda")
+        B, U, M, Ku, Kc, N = ch10.bench_case(label).shape
+        out = torch.empty(B, M, N, dtype=torch.bfloat16, device="cuda")
+        user_out = torch.matmul(x["w_u"].float(), x["e_user"].float())
+        ref = torch.matmul(x["w_c"].double(), x["e_cand"].double()) + user_out.double()[x["user_of"]]
+        for config, mode in WS_TRIES:
+            out.fill_(float("nan"))
+            ws.gemm(x["w_c"], x["e_cand"], out, user_out, x["user_of"], config=config, user_mode=mode)
+            torch.cuda.synchronize()
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            failed += not err < 1e-2
+            print(f"smoke {label} {config} mode {mode}: rel err {err:.1e}", flush=True)
+    return 1 if failed else 0
+
+
+def sweep(out_dir):
+    import json
+    import time
+
+    from course_lib import runtime, timing
+
+    sms = runtime.gpu_info().sm_count
+    rows = []
+    for label in ("published", "course", "many users"):
+        x = case_inputs(label, torch.bfloat16, "cuda")
+        B, U, M, Ku, Kc, N = ch10.bench_case(label).shape
+        out = torch.empty(B, M, N, dtype=torch.bfloat16, device="cuda")
+        user_out = torch.empty(U, M, N, dtype=torch.float32, device="cuda")
+        ws.gemm(x["w_u"], x["e_user"], user_out, config=ws.USER, sms=sms)
+        ref = torch.matmul(x["w_c"].double(), x["e_cand"].double()) + user_out.double()[x["user_of"]]
+        for config in SWEEP + [("user", c) for c in (ws.USER, (128, 128, 64, 6, 8, 1), (128, 256, 64, 3, 8, 1))]:
+            for mode in (1, 2, 3) if config[0] != "user" else (0,):
+                row = {"shape": label, "config": list(config[-1] if mode == 0 else config), "user_mode": mode}
+                try:
+                    if mode == 0:
+
+                        def launch(c=config[1]):
+                            return ws.gemm(x["w_u"], x["e_user"], user_out, config=c, sms=sms)
+                    else:
+
+                        def launch(c=config, m=mode):
+                            return ws.gemm(
+                                x["w_c"], x["e_cand"], out, user_out, x["user_of"], config=c, sms=sms, user_mode=m
+                            )
+
+                    out.zero_()
+                    launch()
+                    torch.cuda.synchronize()
+                    if mode:
+                        row["rel_err"] = ((out.double() - ref).norm() / ref.norm()).item()
+                    t = timing.bench(launch)
+                    row.update(median_ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms)
+                except Exception as e:
+                    row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                rows.append(row)
+                print(label, row, flush=True)
+        meta = {
+            "gpu": runtime.gpu_info().name,
+            "versions": runtime.versions(),
+            "date": time.strftime("%Y-%m-%d"),
+            "method": "course_lib.timing.bench (L2 flushed by a read, medians)",
+            "dtype": "bfloat16",
+        }
+        with open(f"{out_dir}/experiment_ws_sweep_h200.json", "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
 if __name__ == "__main__":
     import re
     import sys
 
+    if "--smoke" in sys.argv:
+        sys.path.insert(0, "scripts")
+        raise SystemExit(smoke())
+    if "--sweep" in sys.argv:
+        sweep(sys.argv[sys.argv.index("--sweep") + 1])
+        raise SystemExit
     if "--run" in sys.argv:
         run(sys.argv[sys.argv.index("--run") + 1])
         raise SystemExit

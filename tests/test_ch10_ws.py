@@ -35,8 +35,8 @@ def test_the_solution_needs_a_hopper_gpu_and_its_structure_passes():
     result = graded("solutions")
     assert result.status == NEEDS_GPU, full_text(result)
     text = full_text(result)
-    assert "`capstone_ws_kernel` compiled for sm_90" in text and "(its last launch)" in text
-    assert "ttg.warp_specialize with 1 worker partition(s)" in text
+    assert "`capstone_pingpong_kernel` compiled for sm_90" in text and "(its last launch)" in text
+    assert "ttg.warp_specialize with 2 worker partition(s)" in text  # a consumer warpgroup and the producer
 
 
 def test_the_stub_is_todo():
