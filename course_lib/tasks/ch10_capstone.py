@@ -1256,7 +1256,8 @@ def launch_lines(launches) -> list[str]:
         compiled = compilation.compile_launch(launch)
         facts = ws_facts(compiled, kernel.__name__)
         loads = len(re.findall(r"\bld\.global", compilation.asm(compiled, "ptx")))
-        settings = ", ".join(f"{k} {kwargs[k]}" for k in ("ADD_USER", "NUM_BUFFERS", "num_warps") if k in kwargs)
+        shown = ("ADD_USER", "USER_MODE", "NUM_BUFFERS", "num_warps")
+        settings = ", ".join(f"{k} {kwargs[k]}" for k in shown if k in kwargs)
         lines += [
             f"  launch {i + 1}: {kernel.__name__}, grid {kwargs.get('grid')}, {settings}",
             f"    {facts['num_warps']} warps, {facts['shared'] // 1024} KB shared; warp_specialize regions "

@@ -109,9 +109,10 @@ def judge_ws_compression(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if not facts.get("launches"):
         return checks
     if not facts.get("global_loads"):
-        checks.append((False, "the candidate kernel reads nothing outside TMA: no user tile is added in its epilogue", [
-            f"`{facts.get('kernel')}` (the last launch) compiled for sm_90 has no ld.global: the user's part must be "
-            "read in the epilogue, user_out[user_of[b]], by index lookup"]))  # fmt: skip
+        checks.append((False, "the candidate kernel reads nothing outside TMA: no user tile is added to its tiles", [
+            f"`{facts.get('kernel')}` (the last launch) compiled for sm_90 has no ld.global: the user's part must "
+            "be read by index lookup, user_out[user_of[b]], as the accumulator's start or added before the "
+            "store"]))  # fmt: skip
     return checks
 
 
