@@ -124,6 +124,8 @@ class Session:
             self.rows.append({"variant": variant, "error": f"{type(e).__name__}: {str(e)[:300]}", **self._where()})
             return None
         seconds = t.median_ms * 1e-3
+        # the layer's FLOPs and bytes over a part's time would be no rate at all: rates for whole-layer rows only
+        whole = not (variant.startswith("cublas") or "_part_" in variant or variant == "ws_try")
         row = {
             "variant": variant,
             **self._where(),
@@ -131,15 +133,16 @@ class Session:
             "p20_ms": t.p20_ms,
             "p80_ms": t.p80_ms,
             "method": t.method,
-            "tflops": self.spec.flops(self.case) / seconds / 1e12,
-            "gbs": self.spec.bytes_moved(self.case) / seconds / 1e9,
+            "tflops": self.spec.flops(self.case) / seconds / 1e12 if whole else None,
+            "gbs": self.spec.bytes_moved(self.case) / seconds / 1e9 if whole else None,
             "rel_err": err,
             "first_call_s": round(first_s, 2),
             **extra,
         }
         self.rows.append(row)
         shown = f"{err:.1e}" if err is not None else "-"
-        self.log(f"  {variant:<44}{t.median_ms * 1e3:10.1f} us {row['tflops']:7.1f} TFLOP/s  err {shown}")
+        rate = f"{row['tflops']:7.1f} TFLOP/s" if whole else " " * 15
+        self.log(f"  {variant:<44}{t.median_ms * 1e3:10.1f} us {rate}  err {shown}")
         return row
 
     def _where(self) -> dict:

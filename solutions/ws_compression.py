@@ -85,6 +85,8 @@ def _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N,
     # TODO: look up this candidate's user (user_of[b]) and load its (BLOCK_M, BLOCK_N) tile of user_out.
     # TODO: The rows of acc's elements: gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout)), the
     # TODO: columns gl.SliceLayout(0, layout); rows past M and columns past N read as 0. Offsets in int64.
+    # TODO: The tile starts at row pid_m * BLOCK_M and column pid_n * BLOCK_N; element (u, m, n) of user_out
+    # TODO: is at u * M * N + m * N + n. Return the tile: the consumers start their accumulators from it.
     user = gl.load(user_of_ptr + b).to(gl.int64)
     rows = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
     cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
@@ -177,10 +179,11 @@ def capstone_ws_kernel(a_desc, e_desc, c_desc, user_ptr, user_of_ptr, batches, M
 def _pingpong_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, batches, M, N,
                        K, ROLE: gl.constexpr, USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                        NUM_SMS: gl.constexpr):  # fmt: skip
-    """One of two consumer warpgroups that take this program's tiles in turn (ROLE 0 the even ones, 1 the
-    odd ones), each with its own accumulator: while one runs its epilogue, the other's main loop keeps
-    the tensor cores busy. Their main loops alternate (the turn barriers), so the ring is consumed in
-    the order the producer fills it and no slot's ready barrier is waited on two phases early."""
+    """One of two consumer warpgroups that take this program's tiles in turn (ROLE 0 its 0th, 2nd, 4th,
+    ... tile, ROLE 1 its 1st, 3rd, ...), each with its own accumulator: while one runs its epilogue, the
+    other's main loop keeps the tensor cores busy. Their main loops alternate (the turn barriers), so
+    the ring is consumed in the order the producer fills it and no slot's ready barrier is waited on an
+    even number of phases early (tests/test_pingpong_protocol.py)."""
     BLOCK_M: gl.constexpr = c_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = c_desc.block_type.shape[2]
     BLOCK_K: gl.constexpr = a_bufs.type.shape[2]

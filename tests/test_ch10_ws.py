@@ -50,6 +50,7 @@ def test_the_stub_is_todo():
         ("ch10_ws_no_user", FAIL, "the candidate kernel reads nothing outside TMA: no user tile is added"),
         ("ch10_ws_broadcast_kernel", FAIL, "the launcher makes 3 launches, not 2"),
         ("ch10_ws_user_by_candidate", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # right structure, wrong values
+        ("ch10_ws_tile_n_fastest", FAIL, "_tile does not put the M tiles of one (batch, N tile) next to each other"),
     ],
 )
 def test_wrong_submissions(folder, status, summary):
@@ -71,3 +72,20 @@ def test_the_padded_inputs_keep_the_values_and_align_the_rows():
     w = torch.cat([x["w_u"], x["w_c"]], dim=1)  # the padded views hold W's values: the definition again
     naive = torch.matmul(w, torch.cat([x["e_user"][x["user_of"]], x["e_cand"]], dim=1))
     assert expected.shape == (B, M, N) and torch.allclose(expected, naive, atol=1e-10)
+
+
+def test_the_tile_order_check_names_each_mistake():
+    def right(t, m, n):
+        return t // (m * n), (t % (m * n)) % m, (t % (m * n)) // m
+
+    assert ch10ws.judge_tile_order(ch10ws.tile_order(right)) is None
+    assert ch10ws.judge_tile_order(None) is None  # a _tile that cannot run as plain Python: judged on a GPU only
+    cases = {
+        "does not number every": lambda t, m, n: (0, 0, 0),  # every tile the same
+        "next to each other": lambda t, m, n: (t // (m * n), (t % (m * n)) // n, (t % (m * n)) % n),  # N fastest
+        "must return (batch, pid_m, pid_n)": lambda t, m, n: (t, 0),
+        "raised": lambda t, m, n: 1 // 0,
+    }
+    for words, tile_fn in cases.items():
+        verdict = ch10ws.judge_tile_order(ch10ws.tile_order(tile_fn))
+        assert verdict is not None and not verdict[0] and words in verdict[1], (words, verdict)

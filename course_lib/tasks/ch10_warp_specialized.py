@@ -1,10 +1,12 @@
 """Chapter 10, step 4: the capstone's linear compression warp-specialized in Gluon on Hopper.
 
 ``ws_compression`` is chapter 09's ws_matmul turned into the capstone's kernel: a persistent,
-warp-specialized GEMM over the batch of candidates whose epilogue adds each candidate's user tile by
-index lookup, and the user GEMM as a first launch of the same kernel. Its cases run only on a Hopper
-GPU (spec.needs); everywhere the probe records the launcher's launches (none of them run), compiles
-the candidate launch for sm_90 and reads its structure, judged here.
+warp-specialized GEMM over the batch of candidates (ping-pong consumers in the solution) whose tiles
+start from each candidate's user tile, found by index lookup, and the user GEMM as a first launch
+(the cooperative kernel in the solution). Its cases run only on a Hopper GPU (spec.needs); everywhere
+the probe records the launcher's launches (none of them run), compiles the candidate launch for
+sm_90 and reads its structure, and runs the learner's ``_tile`` as plain Python over a few grids;
+all of it is judged here.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ def ws_reference(w_u, w_c, e_user, e_cand, user_of):
     return torch.matmul(w_c, e_cand) + user_out[user_of]  # (B, M, N)
 
 
-# (B, U, M, Ku, Kc, N), params: N and the K's multiples of 8 (TMA's 16-byte rows of E); M anything
+# (B, U, M, Ku, Kc, N), params: N a multiple of 8 (TMA's 16-byte rows of E and out); M, Ku and Kc anything
+# (W's rows arrive padded to 16 bytes; a batch's K tail is zero-filled by its 3-D descriptor)
 WS_CASES = [
     ((1, 1, 1, 8, 8, 8), BF16, "tiny", ()),
     ((7, 3, 77, 40, 24, 136), BF16, "ragged", ()),  # users of random sizes; K below one 64-deep step
@@ -77,6 +80,50 @@ WS_PROBE = Case((24, 3, 200, 72, 40, 128), BF16, "probe", params=(("counts", (5,
 
 def _ws_cases(mode: str) -> list[Case]:
     return [Case(shape, dtype, label, gpu_only=True, params=params) for shape, dtype, label, params in WS_CASES]
+
+
+# (batches, num_pid_m, num_pid_n) grids on which the learner's _tile runs as plain Python
+TILE_GRIDS = ((5, 3, 2), (4, 1, 1), (3, 7, 1), (2, 2, 3))
+
+
+def tile_order(tile_fn) -> list | str | None:
+    """What the learner's ``_tile`` (its Python function) returns over TILE_GRIDS: one list of
+    (batch, pid_m, pid_n) per grid; None where it cannot run as plain Python (it then is judged by its
+    values on a GPU only); a short text where it raised."""
+    if tile_fn is None:
+        return None
+    orders = []
+    for batches, num_pid_m, num_pid_n in TILE_GRIDS:
+        try:
+            got = [tile_fn(t, num_pid_m, num_pid_n) for t in range(batches * num_pid_m * num_pid_n)]
+            orders.append([[int(v) for v in triple] for triple in got])
+        except Exception as e:  # gl.* calls outside a kernel, a stub: nothing to say in CPU mode
+            return None if "gl." in repr(e) or "triton" in type(e).__module__ else f"{type(e).__name__}: {e}"[:200]
+    return orders
+
+
+def judge_tile_order(orders) -> tuple[bool, str, list[str]] | None:
+    """None when _tile's order is right (or could not be run); else a failed check: each grid's tiles
+    must map one to one onto (batch, pid_m, pid_n), the M tiles of one (batch, N tile) consecutive."""
+    if orders is None:
+        return None
+    if isinstance(orders, str):
+        return (False, "_tile raised when run as plain Python", [orders])
+    for (batches, num_pid_m, num_pid_n), got in zip(TILE_GRIDS, orders, strict=True):
+        grid = f"batches={batches}, num_pid_m={num_pid_m}, num_pid_n={num_pid_n}"
+        if any(len(t) != 3 for t in got):
+            return (False, "_tile must return (batch, pid_m, pid_n)", [f"on {grid} it returned {got[:3]}"])
+        every = {(b, m, n) for b in range(batches) for m in range(num_pid_m) for n in range(num_pid_n)}
+        if set(map(tuple, got)) != every or len(got) != len(every):
+            return (False, f"_tile does not number every (batch, pid_m, pid_n) once on {grid}", [
+                f"tiles 0.. {len(got) - 1} gave {got[:8]}{' ...' if len(got) > 8 else ''}"])  # fmt: skip
+        for t, (b, m, n) in enumerate(got):
+            first = got[t - m] if t >= m else None
+            if m and (first is None or first != [b, 0, n] or got[t - 1] != [b, m - 1, n]):
+                return (False, f"_tile does not put the M tiles of one (batch, N tile) next to each other on {grid}", [
+                    f"tile {t} is (batch {b}, pid_m {m}, pid_n {n}) but tile {t - 1} is {tuple(got[t - 1])}: "
+                    "pid_m must run fastest, so that programs side by side read the same tile of E"])  # fmt: skip
+    return None
 
 
 def probe_ws_compression(module, entry) -> dict:
@@ -96,6 +143,7 @@ def probe_ws_compression(module, entry) -> dict:
     facts["global_loads"] = len(re.findall(r"\bld\.global", compiled.asm["ptx"]))
     B, U, M, Ku, Kc, N = WS_PROBE.shape
     facts["probe"] = f"B={B} candidates of U={U} users, M={M}, Ku={Ku}, Kc={Kc}, N={N}, bfloat16 (its last launch)"
+    facts["tile_order"] = tile_order(getattr(getattr(module, "_tile", None), "fn", None))
     return facts
 
 
@@ -113,6 +161,9 @@ def judge_ws_compression(facts: dict) -> list[tuple[bool, str, list[str]]]:
             f"`{facts.get('kernel')}` (the last launch) compiled for sm_90 has no ld.global: the user's part must "
             "be read by index lookup, user_out[user_of[b]], as the accumulator's start or added before the "
             "store"]))  # fmt: skip
+    order = judge_tile_order(facts.get("tile_order"))
+    if order:
+        checks.append(order)
     return checks
 
 
@@ -150,7 +201,8 @@ register(
             "BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout)), the columns the same along N with "
             "gl.SliceLayout(0, layout).",
             "user_out is (U, M, N) float32, contiguous: the element (user, m, n) is at user * M * N + m * N + n. "
-            "Mask rows >= M and columns >= N (other=0.0) and add the tile to acc before it is stored.",
+            "Mask rows >= M and columns >= N (other=0.0) and return the tile: the consumer starts its accumulator "
+            "from it (user mode 2), or adds it after the main loop (mode 1).",
             "CPU mode compiles your kernel for sm_90 and checks its structure; its cases need a Hopper GPU.",
         ],
     )
