@@ -10,7 +10,8 @@
 # capstone: scripts/experiments_capstone.py (CAPSTONE_ARGS="--sweep" adds the tile sweep) and
 #   scripts/gluon_capstone.py --run: chapter 10's records (experiment_capstone.json, experiment_gluon_capstone_h200.json).
 # notebooks: every notebook (NOTEBOOKS="notebooks/06_*.ipynb" picks some) run top to bottom in GPU mode
-#   by scripts/run_notebooks.py (IPython from WIDGET_DEPS where the machine lacks it).
+#   by scripts/run_notebooks.py (IPython from WIDGET_DEPS, or .deps when carried, where the machine
+#   lacks it; NB_TIMEOUT seconds per notebook, default 600).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -103,5 +104,9 @@ fi
 if has notebooks; then
   step "notebooks top to bottom in GPU mode"
   mkdir -p "$OUT/notebooks"
-  OUT="$OUT/notebooks" $py scripts/run_notebooks.py ${NOTEBOOKS:-notebooks/*.ipynb} 2>&1 | tail -20
+  # IPython and friends from .deps when the machine lacks them (carry .deps to the device);
+  # notebook 10 times every step in GPU mode: give each notebook up to NB_TIMEOUT seconds
+  [ -z "${WIDGET_DEPS:-}" ] && [ -d .deps/IPython ] && export WIDGET_DEPS="$PWD/.deps"
+  OUT="$OUT/notebooks" NB_TIMEOUT="${NB_TIMEOUT:-600}" $py scripts/run_notebooks.py ${NOTEBOOKS:-notebooks/*.ipynb} \
+    2>&1 | tail -20
 fi
