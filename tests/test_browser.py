@@ -74,14 +74,22 @@ def _wait_for_server(url: str, token: str, server: subprocess.Popen, log: Path) 
 def _wait_for_kernel(url: str, token: str) -> None:
     """Until the server holds a started, idle kernel with the page connected to it."""
     deadline = time.monotonic() + KERNEL_START_MS / 1000
+    kernels, last_error = [], None
     while time.monotonic() < deadline:
         request = urllib.request.Request(f"{url}/api/kernels", headers={"Authorization": f"token {token}"})
-        with urllib.request.urlopen(request, timeout=5) as reply:
-            kernels = json.load(reply)
+        try:
+            with urllib.request.urlopen(request, timeout=5) as reply:
+                kernels = json.load(reply)
+        except OSError as e:  # HTTPError 500 included: the server can fail a listing while a kernel starts
+            last_error = e
+            time.sleep(0.5)
+            continue
         if any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels):
             return
         time.sleep(0.5)
-    raise RuntimeError(f"no connected idle kernel within {KERNEL_START_MS / 1000:.0f} s: {kernels}")
+    raise RuntimeError(
+        f"no connected idle kernel within {KERNEL_START_MS / 1000:.0f} s: {kernels} (last error: {last_error})"
+    )
 
 
 def _stop(server: subprocess.Popen) -> None:
