@@ -17,7 +17,8 @@ a read before each call):
   padding of W, the user GEMM, the candidate GEMM with its fused epilogue;
 - with --sweep, the solution with other tiles for its descriptor kernels (its CONFIGS, set in turn);
 - on a Hopper GPU, step 4 (solutions/ws_compression.py): its candidate GEMM in each configuration of
-  WS_TRIES (`ws_try` rows), then the whole step with the fastest right one, and its two launches.
+  WS_TRIES (`ws_try` rows), then the whole step with the fastest right one, its two launches, and
+  the whole step in one launch (capstone_one_launch_kernel, `ws_compression_one_launch`).
 
 It writes DIR/experiment_capstone.json after each shape (meta: GPU, versions, date; the floors; one
 row per variant) and prints a summary against the targets (step 3: course shape <= 0.10 ms,
@@ -81,6 +82,11 @@ WS_TRIES = [
     ((128, 128, 64, 4, 4, 1, "pingpong"), 2),
     ((128, 128, 64, 5, 4, 1, "pingpong"), 2),
     ((64, 128, 64, 6, 4, 1, "pingpong"), 2),
+    # the tile stored from the registers ("direct"): no staging tiles, so the ring can have more slots
+    ((64, 256, 64, 4, 4, 1, "pingpong", "direct"), 2),
+    ((64, 256, 64, 5, 4, 1, "pingpong", "direct"), 2),
+    ((128, 128, 64, 6, 4, 1, "pingpong", "direct"), 2),
+    ((128, 128, 64, 7, 4, 1, "pingpong", "direct"), 2),
 ]
 
 
@@ -234,8 +240,9 @@ def _gluon_rows(s: Session, tries: list) -> None:
     user_out = torch.empty(U, w_u.shape[0], N, dtype=torch.float32, device=DEVICE)
     ws.gemm(w_u, a["e_user"], user_out, config=ws.USER, sms=sms)
     # the candidate GEMM's tile, schedule and user mode, timed at this shape; the fastest right one is
-    # the step's (each tried one is a row of the record)
-    best = None
+    # the step's (each tried one is a row of the record); None: the solution's own, untimed alone
+    tries = [] if tries is None else tries
+    best = None if tries else (None, ws.candidate_config(N), ws.USER_MODE)
     for config, mode in tries:
         row = s.record("ws_try", lambda c=config, m=mode: ws.gemm(w_c, a["e_cand"], out, user_out, a["user_of"],
                        config=c, sms=sms, user_mode=m), output=out, config=list(config), user_mode=mode)  # fmt: skip
@@ -256,6 +263,10 @@ def _gluon_rows(s: Session, tries: list) -> None:
     s.record("ws_compression_part_candidate_gemm",
              lambda: ws.gemm(w_c, a["e_cand"], out, user_out, a["user_of"], config=config, sms=sms, user_mode=mode),
              output=out, **picked)  # fmt: skip
+    if config[6:7] == ("pingpong",):  # the user GEMM and the candidate GEMM in one launch (flags between them)
+        for repeat in (1, 2):
+            s.record("ws_compression_one_launch", lambda: ws.ws_compression(**args, out=out, sms=sms, config=config,
+                     one=True), output=out, repeat=repeat, config=list(config))  # fmt: skip
 
 
 def _floors(case: tasks.Case, peaks: roofline.Peaks) -> dict:
@@ -278,7 +289,7 @@ def _summary(rows: list[dict], log) -> None:
         if "median_ms" in r:
             by.setdefault((r["shape_label"], r["dtype"]), {}).setdefault(r["variant"], r["median_ms"])
     for (label, dtype), times in by.items():
-        for step in ("solution", "ws_compression"):
+        for step in ("solution", "ws_compression", "ws_compression_one_launch"):
             if step in times:
                 _summary_line(label, dtype, step, times, log)
 
@@ -309,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", action="store_true", help="also time the solution with other candidate tiles")
     ap.add_argument("--no-gluon", action="store_true", help="leave out step 4 (ws_compression)")
     ap.add_argument("--no-pingpong", action="store_true", help="leave the ping-pong schedule out of step 4's tries")
+    ap.add_argument("--only-step4", action="store_true",
+                    help="step 4 alone, in the solution's configuration: two launches and one (no baselines, no tries)")  # fmt: skip
     args = ap.parse_args(argv)
     if not runtime.is_gpu():
         print("experiments_capstone.py measures on a GPU; this is CPU mode (no CUDA GPU visible)")
@@ -349,10 +362,13 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 s = Session(label, DTYPES[dtype], log)
                 floors[f"{label} {dtype}"] = _floors(s.case, peaks)
-                _torch_rows(s, compile_modes)
-                _solution_rows(s, module, entry, args.sweep)
-                if not args.no_gluon:
-                    _gluon_rows(s, [t for t in WS_TRIES if not (args.no_pingpong and "pingpong" in t[0])])
+                if args.only_step4:
+                    _gluon_rows(s, None)
+                else:
+                    _torch_rows(s, compile_modes)
+                    _solution_rows(s, module, entry, args.sweep)
+                    if not args.no_gluon:
+                        _gluon_rows(s, [t for t in WS_TRIES if not (args.no_pingpong and "pingpong" in t[0])])
             except Exception:
                 traceback.print_exc()
             rows += s.rows if s is not None else []

@@ -176,9 +176,32 @@ def capstone_ws_kernel(a_desc, e_desc, c_desc, user_ptr, user_of_ptr, batches, M
 
 
 @gluon.jit
-def _pingpong_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, batches, M, N,
-                       K, ROLE: gl.constexpr, USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                       NUM_SMS: gl.constexpr):  # fmt: skip
+def _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps,
+                    ROLE: gl.constexpr, NUM_BUFFERS: gl.constexpr):  # fmt: skip
+    """A ping-pong consumer's main loop over the ring from step ``count`` (its turn already taken): each
+    slot freed once the wgmma that read it has completed; the turn handed over after the last wgmma is
+    issued, before it completes."""
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
+    BLOCK_N: gl.constexpr = e_bufs.type.shape[3]
+    for kk in range(k_steps):
+        s = count % NUM_BUFFERS
+        mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1)
+        e_tile = e_bufs.index(s).reshape([BLOCK_K, BLOCK_N])
+        acc = warpgroup_mma(a_bufs.index(s), e_tile, acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+        if kk > 0:
+            mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
+        count += 1
+    mbarrier.arrive(turn.index(1 - ROLE), count=1)  # the other warpgroup's main loop may start
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
+    return acc
+
+
+@gluon.jit
+def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, batches,
+                       M, N, K, ROLE: gl.constexpr, USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                       NUM_SMS: gl.constexpr, DIRECT_STORE: gl.constexpr):  # fmt: skip
     """One of two consumer warpgroups that take this program's tiles in turn (ROLE 0 its 0th, 2nd, 4th,
     ... tile, ROLE 1 its 1st, 3rd, ...), each with its own accumulator: while one runs its epilogue, the
     other's main loop keeps the tensor cores busy. Their main loops alternate (the turn barriers), so
@@ -202,36 +225,185 @@ def _pingpong_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_
         else:
             acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
         mbarrier.wait(turn.index(ROLE), (i & 1) ^ (1 - ROLE))  # role 0's first turn is free
-        for kk in range(k_steps):
-            s = count % NUM_BUFFERS
-            mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1)
-            e_tile = e_bufs.index(s).reshape([BLOCK_K, BLOCK_N])
-            acc = warpgroup_mma(a_bufs.index(s), e_tile, acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            if kk > 0:
-                mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
-            count += 1
-        mbarrier.arrive(turn.index(1 - ROLE), count=1)  # the other warpgroup's main loop may start
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
+        acc = _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps, ROLE, NUM_BUFFERS)
         if USER_MODE == 1:
             acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
-        tma.store_wait(0)
-        c_smem.index(ROLE).reshape([BLOCK_M, BLOCK_N]).store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma_store(c_desc, [b, pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem.index(ROLE))
+        if DIRECT_STORE:  # from the registers, masked: no staging tile, more shared memory for the ring
+            rows = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+            cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+            inside = (rows < M)[:, None] & (cols < N)[None, :]
+            offsets = b.to(gl.int64) * M * N + rows[:, None] * N + cols[None, :]
+            gl.store(c_ptr + offsets, acc.to(c_desc.dtype), mask=inside)
+        else:
+            tma.store_wait(0)
+            c_smem.index(ROLE).reshape([BLOCK_M, BLOCK_N]).store(acc.to(c_desc.dtype))
+            fence_async_shared()
+            tma_store(c_desc, [b, pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem.index(ROLE))
         i += 1
     tma.store_wait(0)
 
 
 @gluon.jit
-def capstone_pingpong_kernel(a_desc, e_desc, c_desc, user_ptr, user_of_ptr, batches, M, N, K,
+def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_ptr, batches, M, N, K,
                              USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr,
-                             num_warps: gl.constexpr):  # fmt: skip
+                             DIRECT_STORE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
     """Ping-pong: the same producer, two consumer warpgroups of 4 warps on alternate tiles (launch with
     num_warps=4: the first consumer is the default partition)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [NUM_BUFFERS] + a_desc.block_type.shape, a_desc.layout)
     e_bufs = gl.allocate_shared_memory(e_desc.dtype, [NUM_BUFFERS] + e_desc.block_type.shape, e_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    if DIRECT_STORE:
+        c_smem = turn  # unused: the tiles are stored from the registers
+    else:
+        c_smem = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
+    ROLE0: gl.constexpr = 0
+    ROLE1: gl.constexpr = 1
+    gl.warp_specialize(
+        [
+            (_pingpong_consumer, (c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr,
+                                  batches, M, N, K, ROLE0, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
+            (_pingpong_consumer, (c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr,
+                                  batches, M, N, K, ROLE1, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
+            (_producer, (a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K, NUM_BUFFERS, NUM_SMS)),
+        ],
+        [4, 1],
+        [208, 40],
+    )  # fmt: skip
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
+    for i in gl.static_range(2):
+        mbarrier.invalidate(turn.index(i))
+
+
+# One launch: the user GEMM's tiles first (tile numbers 0 .. user_tiles - 1), then the candidates'. A
+# user tile's consumer stores its float32 tile to user_out and raises the tile's flag; a candidate's
+# consumer waits for its user tile's flag before its turn (rarely long: every program takes its user
+# tiles before any candidate's), then starts its accumulator from the tile. No wait can close a cycle:
+# the user tiles wait on nothing, and the grid is at most one program per SM, all resident (at most one
+# fits an SM). The flags count up across calls (FLAG_RAISES a call), so that they need no clearing
+# launch. (A first version that did not wait, starting from zeros and adding the tile after the main
+# loop when the flag was not up yet, held two tiles in registers there: ptxas spilled 77 registers.)
+FLAG_RAISES = 128  # each thread of a consumer warpgroup raises a user tile's flag once
+
+
+@gluon.jit
+def _one_tile(tile, user_tiles, num_pid_m, num_pid_n):
+    """One launch's tile number -> (is_user, batch or user, pid_m, pid_n)."""
+    is_user = tile < user_tiles
+    if is_user:
+        b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
+    else:
+        b, pid_m, pid_n = _tile(tile - user_tiles, num_pid_m, num_pid_n)
+    return is_user, b, pid_m, pid_n
+
+
+@gluon.jit
+def _one_producer(wu_desc, eu_desc, wc_desc, ec_desc, a_bufs, e_bufs, ready, empty, users, batches, M, N, Ku, Kc,
+                  NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr):  # fmt: skip
+    BLOCK_M: gl.constexpr = wc_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = wc_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = ec_desc.block_type.shape[2]
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    user_tiles = users * num_pid_m * num_pid_n
+    count = 0
+    for tile in range(gl.program_id(0), user_tiles + batches * num_pid_m * num_pid_n, NUM_SMS):
+        is_user, b, pid_m, pid_n = _one_tile(tile, user_tiles, num_pid_m, num_pid_n)
+        if is_user:
+            for kk in range(gl.cdiv(Ku, BLOCK_K)):
+                s = count % NUM_BUFFERS
+                mbarrier.wait(empty.index(s), ((count // NUM_BUFFERS) & 1) ^ 1)
+                mbarrier.expect(ready.index(s), wu_desc.block_type.nbytes + eu_desc.block_type.nbytes)
+                tma_load(wu_desc, [pid_m * BLOCK_M, kk * BLOCK_K], ready.index(s), a_bufs.index(s))
+                tma_load(eu_desc, [b, kk * BLOCK_K, pid_n * BLOCK_N], ready.index(s), e_bufs.index(s))
+                count += 1
+        else:
+            for kk in range(gl.cdiv(Kc, BLOCK_K)):
+                s = count % NUM_BUFFERS
+                mbarrier.wait(empty.index(s), ((count // NUM_BUFFERS) & 1) ^ 1)
+                mbarrier.expect(ready.index(s), wc_desc.block_type.nbytes + ec_desc.block_type.nbytes)
+                tma_load(wc_desc, [pid_m * BLOCK_M, kk * BLOCK_K], ready.index(s), a_bufs.index(s))
+                tma_load(ec_desc, [b, kk * BLOCK_K, pid_n * BLOCK_N], ready.index(s), e_bufs.index(s))
+                count += 1
+
+
+@gluon.jit
+def _flag_is_up(flag_ptr, target):
+    return gl.atomic_add(flag_ptr, 0, sem="acquire") >= target
+
+
+@gluon.jit
+def _one_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, flags_ptr, target,
+                  users, batches, M, N, Ku, Kc, ROLE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                  NUM_SMS: gl.constexpr):  # fmt: skip
+    """A ping-pong consumer of the one-launch kernel: its user tiles stored to user_out (float32) with
+    their flags raised, its candidate tiles started from (or added to) their user tile."""
+    BLOCK_M: gl.constexpr = c_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = c_desc.block_type.shape[2]
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
+    layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    ku_steps = gl.cdiv(Ku, BLOCK_K)
+    kc_steps = gl.cdiv(Kc, BLOCK_K)
+    user_tiles = users * num_pid_m * num_pid_n
+    pid = gl.program_id(0)
+    my_user_tiles = (gl.maximum(user_tiles - pid, 0) + NUM_SMS - 1) // NUM_SMS  # this program's, all first
+    i = 0
+    for tile in range(pid + ROLE * NUM_SMS, user_tiles + batches * num_pid_m * num_pid_n, 2 * NUM_SMS):
+        is_user, b, pid_m, pid_n = _one_tile(tile, user_tiles, num_pid_m, num_pid_n)
+        j = 2 * i + ROLE  # this tile's place in the program's sequence; the ring's count at its first step:
+        count = gl.minimum(j, my_user_tiles) * ku_steps + gl.maximum(j - my_user_tiles, 0) * kc_steps
+        if is_user:
+            k_steps = ku_steps
+            acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
+        else:  # wait for the user tile's flag (before the turn: the other warpgroup's main loop goes on)
+            k_steps = kc_steps
+            user = gl.load(user_of_ptr + b).to(gl.int64)
+            flag_ptr = flags_ptr + (user * num_pid_m + pid_m) * num_pid_n + pid_n
+            up = _flag_is_up(flag_ptr, target)
+            while not up:
+                up = _flag_is_up(flag_ptr, target)
+            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+        mbarrier.wait(turn.index(ROLE), (i & 1) ^ (1 - ROLE))  # role 0's first turn is free
+        acc = _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps, ROLE, NUM_BUFFERS)
+        if is_user:
+            rows = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+            cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+            inside = (rows < M)[:, None] & (cols < N)[None, :]
+            offsets = b.to(gl.int64) * M * N + rows[:, None] * N + cols[None, :]
+            gl.store(user_ptr + offsets, acc, mask=inside)
+            # each thread's stores, then its release: a flag at FLAG_RAISES more means the whole tile is there
+            ones = gl.full([128], 1, gl.int32, per_thread)  # one element a thread
+            gl.atomic_add(flags_ptr + (b * num_pid_m + pid_m) * num_pid_n + pid_n + 0 * ones, ones, sem="release")
+        else:
+            tma.store_wait(0)
+            c_smem.index(ROLE).reshape([BLOCK_M, BLOCK_N]).store(acc.to(c_desc.dtype))
+            fence_async_shared()
+            tma_store(c_desc, [b, pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem.index(ROLE))
+        i += 1
+    tma.store_wait(0)
+
+
+@gluon.jit
+def capstone_one_launch_kernel(wu_desc, eu_desc, wc_desc, ec_desc, c_desc, user_ptr, user_of_ptr, flags_ptr,
+                               target, users, batches, M, N, Ku, Kc, NUM_BUFFERS: gl.constexpr,
+                               NUM_SMS: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+    """The user GEMM and the candidate GEMM in one launch: ping-pong consumers (launch with num_warps=4),
+    one producer warp, the ring shared by both GEMMs' tiles (their blocks have one shape)."""
+    a_bufs = gl.allocate_shared_memory(wc_desc.dtype, [NUM_BUFFERS] + wc_desc.block_type.shape, wc_desc.layout)
+    e_bufs = gl.allocate_shared_memory(ec_desc.dtype, [NUM_BUFFERS] + ec_desc.block_type.shape, ec_desc.layout)
     c_smem = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
@@ -245,11 +417,12 @@ def capstone_pingpong_kernel(a_desc, e_desc, c_desc, user_ptr, user_of_ptr, batc
     ROLE1: gl.constexpr = 1
     gl.warp_specialize(
         [
-            (_pingpong_consumer, (c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, batches,
-                                  M, N, K, ROLE0, USER_MODE, NUM_BUFFERS, NUM_SMS)),
-            (_pingpong_consumer, (c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, batches,
-                                  M, N, K, ROLE1, USER_MODE, NUM_BUFFERS, NUM_SMS)),
-            (_producer, (a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K, NUM_BUFFERS, NUM_SMS)),
+            (_one_consumer, (c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, flags_ptr,
+                             target, users, batches, M, N, Ku, Kc, ROLE0, NUM_BUFFERS, NUM_SMS)),
+            (_one_consumer, (c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, flags_ptr,
+                             target, users, batches, M, N, Ku, Kc, ROLE1, NUM_BUFFERS, NUM_SMS)),
+            (_one_producer, (wu_desc, eu_desc, wc_desc, ec_desc, a_bufs, e_bufs, ready, empty, users, batches, M, N,
+                             Ku, Kc, NUM_BUFFERS, NUM_SMS)),
         ],
         [4, 1],
         [208, 40],
@@ -285,7 +458,7 @@ def candidate_config(N: int) -> tuple:
 def gemm(a, e, c, user=None, user_of=None, config=CANDIDATE, sms=132, user_mode=None):
     """c[b] = a @ e[b] (+ user[user_of[b]]): a (M, K) with 16-byte rows, e (batches, K, N), c (batches, M, N)."""
     bm, bn, bk, nb, num_warps, per_sm = config[:6]
-    kernel = capstone_pingpong_kernel if config[6:] == ("pingpong",) else capstone_ws_kernel
+    pingpong = config[6:7] == ("pingpong",)
     M, K = a.shape
     batches, _, N = e.shape
     bn = min(bn, max(16, triton.next_power_of_2(N)))
@@ -294,12 +467,49 @@ def gemm(a, e, c, user=None, user_of=None, config=CANDIDATE, sms=132, user_mode=
     grid = (min(sms * per_sm, tiles),)
     add = user is not None
     mode = (USER_MODE if user_mode is None else user_mode) if add else 0
-    kernel[grid](a_d, e_d, c_d, user if add else c, user_of if add else c, batches, M, N, K,
-                 USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0], num_warps=num_warps)  # fmt: skip
+    common = (user if add else c, user_of if add else c, batches, M, N, K)
+    if pingpong:  # ("pingpong", "direct"): the tiles stored from the registers, not through shared memory
+        capstone_pingpong_kernel[grid](a_d, e_d, c_d, c, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
+                                       DIRECT_STORE=config[7:] == ("direct",), num_warps=num_warps)  # fmt: skip
+    else:
+        capstone_ws_kernel[grid](a_d, e_d, c_d, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
+                                 num_warps=num_warps)  # fmt: skip
     return c
 
 
-def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None, user_mode=None):
+_FLAGS: dict = {}  # (device, count) -> [flags tensor, calls so far]: the one launch's flags, reused
+
+
+def one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config):
+    """The user GEMM and the candidate GEMM in one launch of capstone_one_launch_kernel (a ping-pong
+    config); user_out (U, M, N) float32 is written on the way. sms must not exceed the GPU's SMs: every
+    program must be resident at once."""
+    bm, bn, bk, nb, num_warps = config[:5]
+    M, Kc = w_c.shape
+    U, Ku, N = e_user.shape
+    B = e_cand.shape[0]
+    bn = min(bn, max(16, triton.next_power_of_2(N)))
+    tiles = (U + B) * triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    if out.is_cuda:  # more programs than SMs could leave a waiting one with its user tile's not started
+        sms = min(sms, torch.cuda.get_device_properties(out.device).multi_processor_count)
+    grid = (min(sms, tiles),)
+    key = (out.device, U * triton.cdiv(M, bm) * triton.cdiv(N, bn))
+    held = _FLAGS.get(key)
+    if held is None or (held[1] + 2) * FLAG_RAISES >= 2**31:
+        held = _FLAGS[key] = [torch.zeros(key[1], dtype=torch.int32, device=out.device), 0]
+    capstone_one_launch_kernel[grid](
+        _desc(w_u, [bm, bk]), _desc(e_user, [1, bk, bn]), _desc(w_c, [bm, bk]), _desc(e_cand, [1, bk, bn]),
+        _desc(out, [1, bm, bn]), user_out, user_of, held[0], (held[1] + 1) * FLAG_RAISES, U, B, M, N, Ku, Kc,
+        NUM_BUFFERS=nb, NUM_SMS=grid[0], num_warps=num_warps,
+    )  # fmt: skip
+    held[1] += 1  # counted once launched: a launch refused before it ran leaves the flags where they were
+    return out
+
+
+ONE_LAUNCH = False  # ws_compression's default: the two launches (True: capstone_one_launch_kernel)
+
+
+def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None, user_mode=None, one=None):
     """out[b] = W_u @ E_user[user_of[b]] + W_c @ E_cand[b] in two launches: the user GEMM (float32
     user_out, once per unique user), then the candidate GEMM, each tile's accumulator starting from
     its candidate's user tile. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
@@ -308,6 +518,8 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None
         sms = torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 132
     U, _, N = e_user.shape
     user_out = torch.empty(U, w_u.shape[0], N, dtype=torch.float32, device=out.device)  # (U, M, N)
-    gemm(w_u, e_user, user_out, config=USER, sms=sms)
     config = config or candidate_config(N)
+    if (ONE_LAUNCH if one is None else one) and config[6:7] == ("pingpong",):
+        return one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config)
+    gemm(w_u, e_user, user_out, config=USER, sms=sms)
     return gemm(w_c, e_cand, out, user_out, user_of, config=config, sms=sms, user_mode=user_mode)

@@ -89,3 +89,24 @@ def test_the_tile_order_check_names_each_mistake():
     for words, tile_fn in cases.items():
         verdict = ch10ws.judge_tile_order(ch10ws.tile_order(tile_fn))
         assert verdict is not None and not verdict[0] and words in verdict[1], (words, verdict)
+
+
+def test_the_one_launch_kernel_has_its_flags_and_passes_the_structure_checks():
+    """The solution's one-launch variant (the user GEMM's tiles, then the candidates', in one kernel):
+    one launch, warp-specialized like the rest, a release by each thread of a user tile's flag and an
+    acquire before a candidate reads the tile."""
+    import re
+
+    from course_lib import compilation, sources
+
+    ws = sources.load_module("ws_compression", "solutions")
+    inputs = ch10ws.ws_inputs(ch10ws.WS_PROBE, torch.Generator().manual_seed(0))
+    launches = compilation.recorded_launches(lambda **kw: ws.ws_compression(**kw, one=True), **inputs, sms=132)
+    assert [launch[0].__name__ for launch in launches] == ["capstone_one_launch_kernel"]
+    ptx = compilation.compile_launch(launches[0]).asm["ptx"]
+    assert re.search(r"\b(atom|red)\.global\.gpu\.release\.add", ptx), "no release of a user tile's flag"
+    assert re.search(r"\bld\.global\.gpu\.acquire|\batom\.global\.gpu\.acquire", ptx), "no acquire of a flag"
+    facts = ch10ws.probe_ws_compression(ws, lambda **kw: ws.ws_compression(**kw, one=True))
+    assert facts["launches"] == 1
+    failed = [summary for ok, summary, _ in ch10ws.judge_ws_compression(facts) if not ok]
+    assert not failed, failed
