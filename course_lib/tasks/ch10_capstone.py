@@ -985,6 +985,8 @@ EXPERIMENT_RECORD = (
     "experiment_capstone_h200.json"  # every step and baseline in one run (scripts/experiments_capstone.py)
 )
 GLUON_RECORD = "experiment_gluon_capstone_h200.json"  # step 4 at the three shapes (scripts/gluon_capstone.py)
+ONE_LAUNCH_RECORD = "experiment_capstone_one_launch_h200.json"  # step 4 in two launches and in one, one run
+RERUN_RECORD = "experiment_capstone_2026-12-02_h200.json"  # the experiment's second full run, a day later
 NOT_YET = "not recorded yet: run `PYTHONPATH=. python scripts/experiments_capstone.py --out results` on a GPU"
 
 # The course's targets for the final kernel, (shape label, dtype) -> (target, stretch) in ms. The stretch is
