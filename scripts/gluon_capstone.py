@@ -1,7 +1,8 @@
 """The capstone's last step on a GPU (chapter 10): solutions/ws_compression.py, the candidate GEMM of the
 linear compression warp-specialized and persistent in Gluon on Hopper, with the user's part added in
-its epilogue by index lookup, and the user GEMM as a first launch of the same kernel; checked and
-timed at the capstone's three shapes.
+its epilogue by index lookup, and the user GEMM as a first launch (the cooperative kernel); checked and
+timed at the capstone's three shapes. --smoke also runs the whole step in one launch
+(capstone_one_launch_kernel) against the float64 reference.
 
     out[b] = W_c @ E_cand[b] + user_out[user_of[b]],   user_out[u] = W_u @ E_user[u]
 
@@ -36,6 +37,17 @@ def case_inputs(label: str, dtype: torch.dtype, device: str) -> dict:
     return {"w": w, "ku": ku, "w_u": ch10ws.padded(w[:, :ku]), "w_c": ch10ws.padded(w[:, ku:]), **made}
 
 
+def rel_err(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """The relative error, in float64, of got against expected (the norm of the difference over expected's)."""
+    return ((got.double() - expected).norm() / expected.norm()).item()
+
+
+def reference(x: dict) -> torch.Tensor:
+    """The whole step in float64 (ch10_warp_specialized's reference, on the padded W_u and W_c)."""
+    keys = ("w_u", "w_c", "e_user", "e_cand", "user_of")
+    return ch10ws.ws_reference(**{k: x[k].double() if x[k].is_floating_point() else x[k] for k in keys})
+
+
 def run(out_dir):
     import json
     import time
@@ -55,8 +67,7 @@ def run(out_dir):
                 return ws.ws_compression(**args, out=out, sms=sms)
 
             step()
-            ref = ch10ws.ws_reference(**{k: v.double() if v.is_floating_point() else v for k, v in args.items()})
-            err = ((out.double() - ref).norm() / ref.norm()).item()
+            err = rel_err(out, reference(x))
             ms = timing.bench(step).median_ms
             user_out = torch.empty(U, M, N, dtype=torch.float32, device="cuda")
             user_ms = timing.bench(lambda: ws.gemm(x["w_u"], x["e_user"], user_out, config=ws.USER, sms=sms)).median_ms
@@ -109,9 +120,15 @@ def smoke() -> int:
             out.fill_(float("nan"))
             ws.gemm(x["w_c"], x["e_cand"], out, user_out, x["user_of"], config=config, user_mode=mode)
             torch.cuda.synchronize()
-            err = ((out.double() - ref).norm() / ref.norm()).item()
+            err = rel_err(out, ref)
             failed += not err < 1e-2
             print(f"smoke {label} {config} mode {mode}: rel err {err:.1e}", flush=True)
+        out.fill_(float("nan"))  # the whole step in one launch, against the whole step's reference
+        ws.ws_compression(x["w_u"], x["w_c"], x["e_user"], x["e_cand"], x["user_of"], out, one=True)
+        torch.cuda.synchronize()
+        err = rel_err(out, reference(x))
+        failed += not err < 1e-2
+        print(f"smoke {label} one launch: rel err {err:.1e}", flush=True)
     return 1 if failed else 0
 
 
@@ -149,7 +166,7 @@ def sweep(out_dir):
                     launch()
                     torch.cuda.synchronize()
                     if mode:
-                        row["rel_err"] = ((out.double() - ref).norm() / ref.norm()).item()
+                        row["rel_err"] = rel_err(out, ref)
                     t = timing.bench(launch)
                     row.update(median_ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms)
                 except Exception as e:

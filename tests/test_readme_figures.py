@@ -1,0 +1,58 @@
+"""The README's headline figures for chapter 10 against the records they quote: each number in the
+prose is recomputed from results/ here, so a new record or an edited sentence that no longer agree
+fail this test."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from course_lib.tasks import ch10_capstone as ch10
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+HEADLINE = README[: README.index("## Two commands")]
+
+
+def _ms(record: dict, variant: str, label: str = "published", dtype: str = "bfloat16") -> float:
+    row = ch10.measured(record, label, dtype, variant)
+    assert row is not None, f"{variant} at {label} {dtype} is not in the record"
+    return row["median_ms"]
+
+
+@pytest.fixture(scope="module")
+def experiment():
+    record = ch10.read_record(ch10.EXPERIMENT_RECORD)
+    assert record is not None, f"results/{ch10.EXPERIMENT_RECORD} is missing"
+    return record
+
+
+def test_the_headline_names_its_record_gpu_versions_and_date(experiment):
+    meta = experiment["meta"]
+    assert f"`results/{ch10.EXPERIMENT_RECORD}`" in HEADLINE
+    assert meta["gpu"] in HEADLINE and meta["date"] in HEADLINE
+    assert f"torch {meta['versions']['torch']}" in HEADLINE and f"Triton {meta['versions']['triton']}" in HEADLINE
+
+
+def test_the_headline_times_and_speedups_are_the_records(experiment):
+    step4, naive = _ms(experiment, "ws_compression"), _ms(experiment, "naive_eager")
+    autotuned = _ms(experiment, "decomposed_torch_compile_max-autotune")
+    cublas = _ms(experiment, "cublas_candidate_padded")
+    assert f"**{step4:.2f} ms against {naive:.2f} ms**" in HEADLINE
+    assert f"**{naive / step4:.1f}x**" in HEADLINE
+    assert re.search(rf"{autotuned / step4:.1f}x faster than torch.compile\s+max-autotune", HEADLINE)
+    assert f"({autotuned:.2f} ms;" in HEADLINE
+    assert f"candidate GEMM alone ({cublas:.2f} ms" in HEADLINE
+    target = ch10.TARGETS_MS["published", "bfloat16"][0]
+    assert step4 > target and f"target of {target:.2f} ms is not met" in HEADLINE
+
+
+def test_the_headline_one_launch_and_rerun_figures_are_the_records():
+    one = ch10.read_record(ch10.ONE_LAUNCH_RECORD)
+    rerun = ch10.read_record(ch10.RERUN_RECORD)
+    assert one is not None and rerun is not None
+    slower = _ms(one, "ws_compression_one_launch") - _ms(one, "ws_compression")
+    assert slower > 0 and f"{slower:.3f} ms slower (`results/{ch10.ONE_LAUNCH_RECORD}`)" in HEADLINE
+    assert f"gave the same {_ms(rerun, 'ws_compression'):.2f} ms (`results/{ch10.RERUN_RECORD}`)" in HEADLINE
