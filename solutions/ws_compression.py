@@ -477,7 +477,11 @@ def gemm(a, e, c, user=None, user_of=None, config=CANDIDATE, sms=132, user_mode=
     return c
 
 
-_FLAGS: dict = {}  # (device, count) -> [flags tensor, calls so far]: the one launch's flags, reused
+# (device, count) -> [flags tensor, calls so far]: the one launch's flags, reused. The n-th call waits for
+# 128 n, so calls must follow each other on one stream: a CUDA graph would replay its first target (reached
+# already: no wait, wrong values), and two streams could pass on each other's flags. A user_of entry outside
+# 0 .. U - 1 waits on a flag no tile raises: a hang, where two launches read a wrong tile.
+_FLAGS: dict = {}
 
 
 def one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config):
@@ -513,7 +517,10 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None
     """out[b] = W_u @ E_user[user_of[b]] + W_c @ E_cand[b] in two launches: the user GEMM (float32
     user_out, once per unique user), then the candidate GEMM, each tile's accumulator starting from
     its candidate's user tile. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
-    out (B, M, N) contiguous; user_of (B,) int64 (int32 works too: the kernel widens it)."""
+    out (B, M, N) contiguous; user_of (B,) int64 (int32 works too: the kernel widens it).
+    one=True (or ONE_LAUNCH): both GEMMs in one launch of capstone_one_launch_kernel, with flags
+    between them (slower on the H200: results/experiment_capstone_one_launch_h200.json); ping-pong
+    configs only."""
     if sms is None:
         sms = torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 132
     U, _, N = e_user.shape
