@@ -7,6 +7,11 @@ taking alternate tiles, mbarriers that keep only a parity bit. Run under many ra
 - without them, a consumer can wait on a slot's ready barrier two phases early: the parity matches a
   phase that completed long ago and the wait passes on a slot that holds other data (or none).
 
+The one-launch variant (capstone_one_launch_kernel) is modelled too, over several programs with the user
+GEMM's tiles first and flags between the GEMMs: it finishes and reads its own data; counting every tile's
+K steps alike, numbering the candidates first, or raising a flag before the tile's last MMA completed
+each fails.
+
 The model is the kernel's loop structure with its parity formulas and asynchronous wgmma (an issued
 MMA reads its slot until it completes; warpgroup_mma_wait(n) waits until at most n are running). It
 leaves out the output tiles and their TMA stores. The kernel itself runs only on a Hopper GPU
@@ -143,3 +148,160 @@ def test_a_slot_released_before_its_mma_completed_is_caught():
 
     outcomes = {run(6, 4, 4, turns=True, seed=seed, make_roles=early_release) for seed in range(300)}
     assert any("overwritten" in o for o in outcomes), outcomes
+
+
+# ---------------------------------------------------------------------------------------------------
+# The one-launch variant (solutions/ws_compression.py, capstone_one_launch_kernel): several programs,
+# each a producer and two ping-pong consumers, over one tile numbering: the user GEMM's tiles first,
+# then the candidates'. A user tile's consumer raises the tile's flag after its last MMA completed (and
+# its store); a candidate's consumer waits for its user tile's flag before its turn. Tiles of the two
+# GEMMs have different K steps, so the ring's count at a tile's first step is the kernel's formula:
+# min(j, n_user) * ku + max(j - n_user, 0) * kc, with n_user the program's user tiles, all first.
+
+
+def kernel_count(j: int, n_user: int, ku: int, kc: int) -> int:
+    return min(j, n_user) * ku + max(j - n_user, 0) * kc
+
+
+def one_launch_roles(programs, user_tiles, cand_tiles, needs, ku, kc, nb, user_first=True, count=kernel_count,
+                     raise_early=False):  # fmt: skip
+    """Generators per program: tile t < user_tiles is user tile t (when user_first; else the candidates
+    come first), a candidate tile c needs user tile needs[c]."""
+    total = user_tiles + cand_tiles
+
+    def kind(t):  # ("user", u) or ("cand", c)
+        if user_first:
+            return ("user", t) if t < user_tiles else ("cand", t - user_tiles)
+        return ("cand", t) if t < cand_tiles else ("user", t - cand_tiles)
+
+    def steps(t):
+        return ku if kind(t)[0] == "user" else kc
+
+    def producer(p):
+        n = 0
+        for t in range(p, total, programs):
+            for _ in range(steps(t)):
+                s = n % nb
+                yield "wait", ((p, "empty", s), ((n // nb) & 1) ^ 1)
+                yield "load", (s, n)
+                n += 1
+
+    def consumer(p, role):
+        mine = list(range(p, total, programs))
+        n_user = sum(kind(t)[0] == "user" for t in mine)  # the kernel: ceil(max(user_tiles - p, 0) / programs)
+        for i, j in enumerate(range(role, len(mine), 2)):
+            t = mine[j]
+            what, index = kind(t)
+            n = count(j, n_user, ku, kc)
+            if what == "cand":
+                yield "flag_wait", needs[index]
+            yield "wait", ((p, "turn", role), (i & 1) ^ (1 - role))
+            for kk in range(steps(t)):
+                s = n % nb
+                yield "wait", ((p, "ready", s), (n // nb) & 1)
+                yield "mma", (s, n, t)
+                yield "mma_wait", 1
+                if kk > 0:
+                    yield "arrive", (p, "empty", (n - 1) % nb)
+                n += 1
+            yield "arrive", (p, "turn", 1 - role)
+            if what == "user" and raise_early:
+                yield "raise", index  # before its last MMA completed: the bug this model must catch
+            yield "mma_wait", 0
+            yield "arrive", (p, "empty", (n - 1) % nb)
+            if what == "user" and not raise_early:
+                yield "raise", index
+
+    live = {}
+    for p in range(programs):
+        live[p, "producer"] = producer(p)
+        live[p, "consumer 0"] = consumer(p, 0)
+        live[p, "consumer 1"] = consumer(p, 1)
+    return live
+
+
+def run_one_launch(seed: int, programs=3, users=4, cands=9, ku=3, kc=2, nb=3, **kwargs) -> str:
+    """One random interleaving of the one-launch protocol over all programs: "ok", "deadlock" or what
+    went wrong (a step read from a slot holding another, a user tile read before all its MMAs ended)."""
+    rng = random.Random(seed)
+    needs = sorted(rng.randrange(users) for _ in range(cands))  # user_of: sorted, any user count
+    live = one_launch_roles(programs, users, cands, needs, ku, kc, nb, **kwargs)
+    bars = {}
+    slots = {p: [None] * nb for p in range(programs)}
+    running = {name: [] for name in live if name[1] != "producer"}  # issued MMAs: (slot, count, tile)
+    completed = {}  # tile -> its MMAs completed so far
+    flags = set()
+    user_done = set()  # user tiles whose every MMA has completed
+    pending = {name: next(gen) for name, gen in live.items()}
+
+    def bar(key):
+        return bars.setdefault(key, Bar())
+
+    def ready(name):
+        op, a = pending[name]
+        if op == "wait":
+            return bar(a[0]).passes(a[1])
+        if op == "flag_wait":
+            return a in flags
+        return op != "mma_wait" or len(running[name]) <= a
+
+    while pending or any(running.values()):
+        choices = [n for n in pending if ready(n)] + [("complete", n) for n, r in running.items() if r]
+        if not choices:
+            return "deadlock"
+        name = rng.choice(choices)
+        if name[0] == "complete":
+            s, n, t = running[name[1]].pop(0)
+            if slots[name[1][0]][s] != n:
+                return f"program {name[1][0]}'s MMA of step {n} found slot {s} overwritten"
+            completed[t] = completed.get(t, 0) + 1
+            u = t if kwargs.get("user_first", True) else t - cands  # the user tile's number, if it is one
+            if 0 <= u < users and completed[t] == ku:
+                user_done.add(u)
+            continue
+        op, a = pending[name]
+        p = name[0]
+        if op == "load":
+            slots[p][a[0]] = a[1]
+            bar((p, "ready", a[0])).completed += 1
+        elif op == "mma":
+            if slots[p][a[0]] != a[1]:
+                return f"program {p} multiplied step {a[1]} from slot {a[0]}, which holds step {slots[p][a[0]]}"
+            running[name].append(a)
+        elif op == "arrive":
+            bar(a).completed += 1
+        elif op == "raise":
+            flags.add(a)
+        elif op == "flag_wait" and a not in user_done:
+            return f"a candidate read user tile {a} before all its MMAs had completed"
+        try:
+            pending[name] = next(live[name])
+        except StopIteration:
+            del pending[name]
+    return "ok"
+
+
+@pytest.mark.parametrize(
+    "programs, users, cands, ku, kc, nb", [(3, 4, 9, 3, 2, 3), (2, 5, 6, 2, 4, 2), (4, 9, 4, 1, 3, 4)]
+)
+def test_one_launch_every_interleaving_tried_is_right_and_finishes(programs, users, cands, ku, kc, nb):
+    outcomes = {run_one_launch(seed, programs, users, cands, ku, kc, nb) for seed in range(200)}
+    assert outcomes == {"ok"}, outcomes
+
+
+def test_one_launch_with_one_count_for_every_tile_reads_the_wrong_steps():
+    """Counting every tile as a candidate's K steps (the ping-pong kernel's count) breaks the ring."""
+    outcomes = {run_one_launch(seed, count=lambda j, n_user, ku, kc: j * kc) for seed in range(50)}
+    assert any("which holds step" in o or o == "deadlock" for o in outcomes), outcomes
+
+
+def test_one_launch_with_the_candidates_first_can_hang():
+    """Candidate tiles numbered before the user tiles: a program's candidate waits, before its turn, on a
+    user tile that a later tile of its own program (or one stuck behind it) has to compute."""
+    outcomes = {run_one_launch(seed, programs=2, users=2, cands=6, user_first=False) for seed in range(50)}
+    assert "deadlock" in outcomes and outcomes <= {"ok", "deadlock"}, outcomes
+
+
+def test_one_launch_with_the_flag_raised_before_the_last_mma_is_caught():
+    outcomes = {run_one_launch(seed, raise_early=True) for seed in range(200)}
+    assert any("before all its MMAs had completed" in o for o in outcomes), outcomes
