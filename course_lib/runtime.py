@@ -71,11 +71,26 @@ def is_cpu() -> bool:
 
 def describe_mode() -> str:
     if is_gpu():
-        return "GPU mode: kernels are compiled for the GPU and can be timed."
+        text = "GPU mode: kernels are compiled for the GPU and can be timed."
+    else:
+        text = (
+            "CPU mode: kernels run in Triton's interpreter. Correctness is checked fully; speed is not "
+            "measured here (interpreter time says nothing about GPU time): the course shows the roofline "
+            "model, the memory-traffic count and recorded GPU results instead."
+        )
+    return text + other_checkout_note()
+
+
+def other_checkout_note(here: Path | None = None) -> str:
+    """A warning line when the current folder is outside the course folder that course_lib grades (a
+    second checkout sharing another one's environment, whose editable install points elsewhere)."""
+    here = (here or Path.cwd()).resolve()
+    root = course_root()
+    if root == here or root in here.parents:
+        return ""
     return (
-        "CPU mode: kernels run in Triton's interpreter. Correctness is checked fully; speed is not "
-        "measured here (interpreter time says nothing about GPU time): the course shows the roofline "
-        "model, the memory-traffic count and recorded GPU results instead."
+        f"\nNote: course_lib here grades and loads the files of {root}, not of this folder ({here}): "
+        "to work on this checkout's exercises, set COURSE_ROOT to it (or install it in its own environment)."
     )
 
 

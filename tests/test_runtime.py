@@ -78,3 +78,14 @@ def test_grading_in_process_and_isolated_agree(isolated_grader):
     assert (inside.summary, inside.details) == (isolated.summary, isolated.details)
     solved = isolated_grader.grade(["vector_add"], source="solutions", seed=seed)[0]
     assert solved.status == PASS
+
+
+def test_a_folder_outside_the_course_gets_a_note_naming_the_graded_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("COURSE_ROOT", raising=False)
+    root = runtime.course_root()
+    assert runtime.other_checkout_note(root) == ""
+    assert runtime.other_checkout_note(root / "notebooks") == ""
+    note = runtime.other_checkout_note(tmp_path)
+    assert str(root) in note and str(tmp_path.resolve()) in note and "COURSE_ROOT" in note
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
+    assert runtime.other_checkout_note(tmp_path) == ""
