@@ -350,7 +350,7 @@ def _needs_summary(spec: tasks.TaskSpec, mode: str) -> str:
     here = f"this GPU is {info.name} (sm_{info.capability[0]}{info.capability[1]})" if info else "this is CPU mode"
     return (
         f"needs a Hopper GPU (sm_90) to run, and {here}: the structural checks passed (compiled for sm_90), "
-        "the cases did not run"
+        "the cases did not run, so this is no pass yet: wrong values show only there"
     )
 
 
