@@ -17,7 +17,8 @@ a read before each call):
   padding of W, the user GEMM, the candidate GEMM with its fused epilogue;
 - with --sweep, the solution with other tiles for its descriptor kernels (its CONFIGS, set in turn);
 - on a Hopper GPU, step 4 (solutions/ws_compression.py): its candidate GEMM in each configuration of
-  WS_TRIES (`ws_try` rows), then the whole step with the fastest right one, its two launches, and
+  WS_TRIES (`ws_try` rows; those ending "stationary" are scripts/ws_stationary.py's kernel, tried where
+  the shape lets it and never the step's), then the whole step with the fastest right one, its two launches, and
   the whole step in one launch (capstone_one_launch_kernel, `ws_compression_one_launch`).
 
 It writes DIR/experiment_capstone.json after each shape (meta: GPU, versions, date; the floors; one
@@ -88,6 +89,9 @@ WS_TRIES = [
     ((64, 256, 64, 5, 4, 1, "pingpong", "direct"), 2),
     ((128, 128, 64, 6, 4, 1, "pingpong", "direct"), 2),
     ((128, 128, 64, 7, 4, 1, "pingpong", "direct"), 2),
+    # W_c's tile resident in shared memory, the ring carrying E only (scripts/ws_stationary.py; short K only)
+    ((128, 128, 64, 4, 4, 1, "pingpong", "stationary"), 2),
+    ((128, 128, 64, 6, 4, 1, "pingpong", "stationary"), 2),
 ]
 
 
@@ -245,6 +249,16 @@ def _gluon_rows(s: Session, tries: list) -> None:
     tries = [] if tries is None else tries
     best = None if tries else (None, ws.candidate_config(N), ws.USER_MODE)
     for config, mode in tries:
+        if "stationary" in config:  # its own kernel, in scripts/; ws_compression cannot run it, so never the step's
+            import ws_stationary
+
+            why = ws_stationary.fits(w_c, a["e_cand"], config)
+            if why:
+                s.log(f"  ws_try {config}: not at this shape ({why})")
+                continue
+            s.record("ws_try", lambda c=config: ws_stationary.gemm(w_c, a["e_cand"], out, user_out, a["user_of"],
+                     config=c, sms=sms), output=out, config=list(config), user_mode=mode)  # fmt: skip
+            continue
         row = s.record("ws_try", lambda c=config, m=mode: ws.gemm(w_c, a["e_cand"], out, user_out, a["user_of"],
                        config=c, sms=sms, user_mode=m), output=out, config=list(config), user_mode=mode)  # fmt: skip
         if (

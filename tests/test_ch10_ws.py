@@ -110,3 +110,33 @@ def test_the_one_launch_kernel_has_its_flags_and_passes_the_structure_checks():
     assert facts["launches"] == 1
     failed = [summary for ok, summary, _ in ch10ws.judge_ws_compression(facts) if not ok]
     assert not failed, failed
+
+
+def test_the_stationary_experiment_compiles_and_keeps_each_program_on_one_m_tile():
+    """scripts/ws_stationary.py (an experiment: W_c's tile resident, the ring carrying E only) compiles for
+    sm_90, warp-specialized, with no spills; its grid is a multiple of the M tiles, so that every tile of
+    a program has the same pid_m; and it refuses a shape whose resident tile does not fit."""
+    import importlib.util
+
+    from conftest import ROOT
+
+    from course_lib import compilation
+
+    spec = importlib.util.spec_from_file_location("ws_stationary", ROOT / "scripts" / "ws_stationary.py")
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    bf16 = torch.bfloat16
+    for M, batches, grid in ((256, 4, 8), (256, 200, 132), (640, 200, 130)):
+        a, e = torch.zeros(M, 256, dtype=bf16), torch.zeros(batches, 256, 128, dtype=bf16)
+        c, user = torch.zeros(batches, M, 128, dtype=bf16), torch.zeros(3, M, 128)
+        user_of = torch.zeros(batches, dtype=torch.int64)
+        launches = compilation.recorded_launches(st.gemm, a, e, c, user, user_of, sms=132)
+        assert launches[-1][2]["grid"] == (grid,), (M, batches, launches[-1][2]["grid"])
+    compiled = compilation.compile_launch(launches[-1])
+    assert "ttg.warp_specialize" in compiled.asm["ttgir"] and compiled.metadata.shared <= 227 * 1024
+    assert "STL" not in compilation.sass(compiled)
+    wide = st.fits(torch.zeros(433, 872, dtype=bf16), torch.zeros(1, 872, 256, dtype=bf16))
+    assert wide and "shared memory" in wide
+    with pytest.raises(ValueError, match="cannot take this shape"):
+        st.gemm(torch.zeros(433, 872, dtype=bf16), torch.zeros(1, 872, 256, dtype=bf16), torch.zeros(1, 433, 256),
+                torch.zeros(1, 433, 256), torch.zeros(1, dtype=torch.int64))  # fmt: skip
