@@ -278,10 +278,12 @@ def _gluon_rows(s: Session, tries: list) -> None:
     s.record("ws_compression_part_candidate_gemm",
              lambda: ws.gemm(w_c, a["e_cand"], out, user_out, a["user_of"], config=config, sms=sms, user_mode=mode),
              output=out, **picked)  # fmt: skip
-    if config[6:7] == ("pingpong",):  # the user GEMM and the candidate GEMM in one launch (flags between them)
-        for repeat in (1, 2):
-            s.record("ws_compression_one_launch", lambda: ws.ws_compression(**args, out=out, sms=sms, config=config,
-                     one=True), output=out, repeat=repeat, config=list(config))  # fmt: skip
+    # the user GEMM and the candidate GEMM in one launch (flags between them), on the step's tile when it
+    # is ping-pong, else on the solution's own
+    one = config if config[6:7] == ("pingpong",) else ws.candidate_config(N)
+    for repeat in (1, 2):
+        s.record("ws_compression_one_launch", lambda: ws.ws_compression(**args, out=out, sms=sms, config=one,
+                 one=True), output=out, repeat=repeat, config=list(one))  # fmt: skip
 
 
 def _floors(case: tasks.Case, peaks: roofline.Peaks) -> dict:
