@@ -56,8 +56,35 @@ def _tile(tile, num_pid_m, num_pid_n):
 
 
 @gluon.jit
+def _tiles(total, ROLE: gl.constexpr, ROLES: gl.constexpr, NUM_SMS: gl.constexpr, CHUNKED: gl.constexpr):
+    """This program's tiles for one role of ROLES taking them in turn: (first, stop, step) of a range.
+    Strided (CHUNKED False): program p takes tiles p, p + NUM_SMS, ...; chunked: a run of about
+    total / NUM_SMS consecutive tile numbers (see _chunked_tile), so that its tiles share a user tile."""
+    if CHUNKED:
+        pid = gl.program_id(0)
+        first = pid * total // NUM_SMS + ROLE
+        stop = (pid + 1) * total // NUM_SMS
+        step = ROLES
+    else:
+        first = gl.program_id(0) + ROLE * NUM_SMS
+        stop = total
+        step = ROLES * NUM_SMS
+    return first, stop, step
+
+
+@gluon.jit
+def _chunked_tile(tile, batches, num_pid_m):
+    """The chunked order's tile number -> (batch, pid_m, pid_n): the batch numbered fastest, so that a
+    program's run of tiles is one (pid_m, pid_n) over consecutive candidates, who share their user
+    (user_of is sorted) and so their user tile. Programs running together are at about the same place
+    of their runs: the M tiles of one candidate are still read at about the same time."""
+    rest = tile // batches
+    return tile % batches, rest % num_pid_m, rest // num_pid_m
+
+
+@gluon.jit
 def _producer(a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K,
-              NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr):  # fmt: skip
+              NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr, CHUNKED: gl.constexpr = False):  # fmt: skip
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = e_desc.block_type.shape[2]
@@ -65,8 +92,12 @@ def _producer(a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K,
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_steps = gl.cdiv(K, BLOCK_K)
     count = 0
-    for tile in range(gl.program_id(0), batches * num_pid_m * num_pid_n, NUM_SMS):
-        b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
+    first, stop, step = _tiles(batches * num_pid_m * num_pid_n, 0, 1, NUM_SMS, CHUNKED)
+    for tile in range(first, stop, step):
+        if CHUNKED:
+            b, pid_m, pid_n = _chunked_tile(tile, batches, num_pid_m)
+        else:
+            b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
         for kk in range(k_steps):
             s = count % NUM_BUFFERS
             mbarrier.wait(empty.index(s), ((count // NUM_BUFFERS) & 1) ^ 1)
@@ -116,13 +147,13 @@ def _consumer(c_desc, a_bufs, e_bufs, ready, empty, c_smem, user_ptr, user_of_pt
     count = 0
     if USER_MODE == 3:
         b, pid_m, pid_n = _tile(gl.program_id(0), num_pid_m, num_pid_n)
-        acc_next = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+        acc_next = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
     for tile in range(gl.program_id(0), total, NUM_SMS):
         b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
         if USER_MODE == 3:
             acc = acc_next
         elif USER_MODE == 2:
-            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
         else:
             acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
         for kk in range(k_steps):
@@ -137,11 +168,13 @@ def _consumer(c_desc, a_bufs, e_bufs, ready, empty, c_smem, user_ptr, user_of_pt
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
         if USER_MODE == 1:
-            acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(
+                gl.float32
+            )
         values = acc.to(c_desc.dtype)
         if USER_MODE == 3:  # the next tile's start (a tile past the end reads the last one's, unused)
             nb, nm, nn = _tile(gl.minimum(tile + NUM_SMS, total - 1), num_pid_m, num_pid_n)
-            acc_next = _user_tile(user_ptr, user_of_ptr, nb, nm, nn, M, N, BLOCK_M, BLOCK_N, layout)
+            acc_next = _user_tile(user_ptr, user_of_ptr, nb, nm, nn, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
         tma.store_wait(0)
         c_smem.reshape([BLOCK_M, BLOCK_N]).store(values)
         fence_async_shared()
@@ -201,7 +234,7 @@ def _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps,
 @gluon.jit
 def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, batches,
                        M, N, K, ROLE: gl.constexpr, USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                       NUM_SMS: gl.constexpr, DIRECT_STORE: gl.constexpr):  # fmt: skip
+                       NUM_SMS: gl.constexpr, DIRECT_STORE: gl.constexpr, CHUNKED: gl.constexpr):  # fmt: skip
     """One of two consumer warpgroups that take this program's tiles in turn (ROLE 0 its 0th, 2nd, 4th,
     ... tile, ROLE 1 its 1st, 3rd, ...), each with its own accumulator: while one runs its epilogue, the
     other's main loop keeps the tensor cores busy. Their main loops alternate (the turn barriers), so
@@ -217,17 +250,34 @@ def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_steps = gl.cdiv(K, BLOCK_K)
     i = 0
-    for tile in range(gl.program_id(0) + ROLE * NUM_SMS, batches * num_pid_m * num_pid_n, 2 * NUM_SMS):
-        b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
+    # USER_MODE 4: this warpgroup's last user tile kept in registers, in user_out's dtype (16-bit: 64
+    # registers a thread beside the accumulator's 128), loaded again only when the tile's user, pid_m or
+    # pid_n differ from its last tile's (rarely, in the chunked order)
+    kept = gl.zeros((BLOCK_M, BLOCK_N), dtype=user_ptr.dtype.element_ty, layout=layout)
+    kept_key = -1
+    first, stop, step = _tiles(batches * num_pid_m * num_pid_n, ROLE, 2, NUM_SMS, CHUNKED)
+    for tile in range(first, stop, step):
+        if CHUNKED:
+            b, pid_m, pid_n = _chunked_tile(tile, batches, num_pid_m)
+        else:
+            b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
         count = (2 * i + ROLE) * k_steps  # the ring's count at this tile's first step
         if USER_MODE == 2:  # loaded before the turn: its latency hides behind the other's main loop
-            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
+        elif USER_MODE == 4:
+            key = (gl.load(user_of_ptr + b).to(gl.int32) * num_pid_m + pid_m) * num_pid_n + pid_n
+            if key != kept_key:
+                kept = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+                kept_key = key
+            acc = kept.to(gl.float32)
         else:
             acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
         mbarrier.wait(turn.index(ROLE), (i & 1) ^ (1 - ROLE))  # role 0's first turn is free
         acc = _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps, ROLE, NUM_BUFFERS)
         if USER_MODE == 1:
-            acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(
+                gl.float32
+            )
         if DIRECT_STORE:  # from the registers, masked: no staging tile, more shared memory for the ring
             rows = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
             cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
@@ -246,7 +296,8 @@ def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem
 @gluon.jit
 def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_ptr, batches, M, N, K,
                              USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr,
-                             DIRECT_STORE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+                             DIRECT_STORE: gl.constexpr, CHUNKED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                             PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
     """Ping-pong: the same producer, two consumer warpgroups of 4 warps on alternate tiles (launch with
     num_warps=4: the first consumer is the default partition)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [NUM_BUFFERS] + a_desc.block_type.shape, a_desc.layout)
@@ -268,13 +319,14 @@ def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_pt
     gl.warp_specialize(
         [
             (_pingpong_consumer, (c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr,
-                                  batches, M, N, K, ROLE0, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
+                                  batches, M, N, K, ROLE0, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE, CHUNKED)),
             (_pingpong_consumer, (c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr,
-                                  batches, M, N, K, ROLE1, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
-            (_producer, (a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K, NUM_BUFFERS, NUM_SMS)),
+                                  batches, M, N, K, ROLE1, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE, CHUNKED)),
+            (_producer, (a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K, NUM_BUFFERS, NUM_SMS,
+                         CHUNKED)),
         ],
         [4, 1],
-        [208, 40],
+        [CONSUMER_REGS, PRODUCER_REGS],
     )  # fmt: skip
     for i in gl.static_range(NUM_BUFFERS):
         mbarrier.invalidate(ready.index(i))
@@ -375,7 +427,7 @@ def _one_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, 
             up = _flag_is_up(flag_ptr, target)
             while not up:
                 up = _flag_is_up(flag_ptr, target)
-            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
         mbarrier.wait(turn.index(ROLE), (i & 1) ^ (1 - ROLE))  # role 0's first turn is free
         acc = _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps, ROLE, NUM_BUFFERS)
         if is_user:
@@ -383,7 +435,7 @@ def _one_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, 
             cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
             inside = (rows < M)[:, None] & (cols < N)[None, :]
             offsets = b.to(gl.int64) * M * N + rows[:, None] * N + cols[None, :]
-            gl.store(user_ptr + offsets, acc, mask=inside)
+            gl.store(user_ptr + offsets, acc.to(user_ptr.dtype.element_ty), mask=inside)
             # each thread's stores, then its release: a flag at FLAG_RAISES more means the whole tile is there
             ones = gl.full([128], 1, gl.int32, per_thread)  # one element a thread
             gl.atomic_add(flags_ptr + (b * num_pid_m + pid_m) * num_pid_n + pid_n + 0 * ones, ones, sem="release")
@@ -470,7 +522,9 @@ def gemm(a, e, c, user=None, user_of=None, config=CANDIDATE, sms=132, user_mode=
     common = (user if add else c, user_of if add else c, batches, M, N, K)
     if pingpong:  # ("pingpong", "direct"): the tiles stored from the registers, not through shared memory
         capstone_pingpong_kernel[grid](a_d, e_d, c_d, c, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
-                                       DIRECT_STORE=config[7:] == ("direct",), num_warps=num_warps)  # fmt: skip
+                                       DIRECT_STORE="direct" in config[7:], CHUNKED="chunked" in config[7:],
+                                       CONSUMER_REGS=232 if mode == 4 else 208, PRODUCER_REGS=24 if mode == 4 else 40,
+                                       num_warps=num_warps)  # fmt: skip
     else:
         capstone_ws_kernel[grid](a_d, e_d, c_d, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
                                  num_warps=num_warps)  # fmt: skip
@@ -524,7 +578,7 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None
     if sms is None:
         sms = torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 132
     U, _, N = e_user.shape
-    user_out = torch.empty(U, w_u.shape[0], N, dtype=torch.float32, device=out.device)  # (U, M, N)
+    user_out = torch.empty(U, w_u.shape[0], N, dtype=out.dtype, device=out.device)  # (U, M, N)
     config = config or candidate_config(N)
     if (ONE_LAUNCH if one is None else one) and config[6:7] == ("pingpong",):
         return one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config)

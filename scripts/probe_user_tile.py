@@ -1,0 +1,79 @@
+"""A probe for chapter 10's step 4 on a Hopper GPU: what the user tile costs the candidate GEMM.
+
+At each bench shape, the candidate GEMM of solutions/ws_compression.py (its own tile) is timed
+  - with no user tile at all (a plain GEMM: wrong values, the floor of the kernel itself);
+  - with the user tile float32, as the solution has it (user mode 1: added after the main loop; 2: the
+    accumulator starting from it);
+  - with the user tile in bfloat16 (half the bytes and half the load instructions), modes 1 and 2;
+  - and, at short K, scripts/ws_stationary.py's kernel with either user tile.
+Each right row is checked against float64.
+
+    PYTHONPATH=.:scripts python3 scripts/probe_user_tile.py [--out DIR]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import course_lib  # noqa: F401  (mode set-up first)
+import torch
+from gluon_capstone import case_inputs, rel_err
+
+from course_lib import runtime, sources, timing
+from course_lib.tasks import ch10_capstone as ch10
+
+ws = sources.load_module("ws_compression", "solutions")
+
+
+def main(argv: list[str]) -> int:
+    import ws_stationary
+
+    out_dir = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
+    sms = runtime.gpu_info().sm_count
+    rows, failed = [], 0
+    for label, dtype in (("published", torch.bfloat16), ("course", torch.bfloat16), ("many users", torch.bfloat16)):
+        x = case_inputs(label, dtype, "cuda")
+        B, U, M, Ku, Kc, N = ch10.bench_case(label).shape
+        config = ws.candidate_config(N)
+        user32 = torch.matmul(x["w_u"].float(), x["e_user"].float())
+        user16 = user32.to(dtype)
+        out = torch.empty(B, M, N, dtype=dtype, device="cuda")
+        cand = torch.matmul(x["w_c"].double(), x["e_cand"].double())
+        tries = [("no user tile", lambda: ws.gemm(x["w_c"], x["e_cand"], out, config=config, sms=sms), cand)]
+        variants = [("float32", user32, config, 2), ("bfloat16", user16, config, 1), ("bfloat16", user16, config, 2),
+                    ("bfloat16", user16, config + ("chunked",), 2), ("bfloat16", user16, config + ("chunked",), 4),
+                    ("bfloat16", user16, config, 4)]  # fmt: skip
+        for name, user, cfg, mode in variants:
+            ref = cand + user.double()[x["user_of"]]
+            tries.append((f"user {name} mode {mode}{' chunked' * ('chunked' in cfg)}", lambda u=user, m=mode, c=cfg: ws.gemm(
+                x["w_c"], x["e_cand"], out, u, x["user_of"], config=c, sms=sms, user_mode=m), ref))  # fmt: skip
+        for name, user in (("float32", user32), ("bfloat16", user16)):
+            ref = cand + user.double()[x["user_of"]]
+            if not ws_stationary.fits(x["w_c"], x["e_cand"]):
+                tries.append((f"stationary, user {name}", lambda u=user: ws_stationary.gemm(
+                    x["w_c"], x["e_cand"], out, u, x["user_of"], sms=sms), ref))  # fmt: skip
+        whole = torch.matmul(x["w_u"].double(), x["e_user"].double())[x["user_of"]] + cand
+        keys = ("w_u", "w_c", "e_user", "e_cand", "user_of")
+        for cfg, mode in ((None, None), (config + ("chunked",), 2), (config + ("chunked",), 4)):
+            tries.append((f"whole step {cfg and cfg[6:]} {mode}", lambda c=cfg, m=mode: ws.ws_compression(
+                **{k: x[k] for k in keys}, out=out, sms=sms, config=c, user_mode=m), whole))  # fmt: skip
+        for name, fn, ref in tries:
+            out.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            err = rel_err(out, ref)
+            failed += not err < 1e-2
+            t = timing.bench(fn)
+            rows.append({"shape": label, "try": name, "config": list(config), "median_ms": t.median_ms, "rel_err": err})
+            print(f"{label:11s} {name:40s} {t.median_ms * 1e3:7.1f} us  err {err:.1e}", flush=True)
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions()}
+        (out_dir / "probe_user_tile.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
