@@ -5,7 +5,7 @@
 persistent in Gluon on Hopper (chapter 09's structure), with the user's part added by index lookup;
 the user GEMM is a first launch, of the cooperative kernel.
 
-    user_out[u] = W_u @ E_user[u]                      (once per unique user, float32, stays in the L2)
+    user_out[u] = W_u @ E_user[u]                      (once per unique user, in out's dtype, stays in the L2)
     out[b]      = W_c @ E_cand[b] + user_out[user_of[b]]
 
 One producer warp issues TMA loads of W's tile and of E's tile into a ring of NUM_BUFFERS slots;
@@ -16,8 +16,12 @@ consumer warpgroups run wgmma on them and free each slot when its wgmma has comp
 - ping-pong (capstone_pingpong_kernel): two warpgroups take alternate tiles, each with its own
   accumulator, their main loops in turn: one's epilogue runs beside the other's main loop.
 
-The candidate GEMM runs ping-pong, its accumulator starting from the candidate's user tile (the
-broadcast costs no add, and the load's latency hides behind the other warpgroup's main loop). E and
+The candidate GEMM runs ping-pong. Before its turn, a consumer looks up its tile's user (user_of[b])
+and starts a TMA copy of that user's tile of user_out into its own staging tile, the one its store of
+out goes through; the copy lands during the main loop, and the epilogue adds it to the accumulator
+and writes the sum back over it for the store. The broadcast costs no memory pass and no load from
+global memory on the tile's critical path: on the H200 the candidate GEMM then runs within 1-4% of its
+time with no user part at all (results/probes/probe_user_tile_mode5_2026-12-02_h200.json). E and
 out go through 3-D descriptors (batch, rows, columns): the K tail of each batch is filled with zeros
 by TMA, never read from the next batch, and an output tile's rows past M are dropped, never written
 into the next candidate's rows. W_u and W_c arrive padded: their rows start on 16-byte boundaries
@@ -76,16 +80,27 @@ def _producer(a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K,
 
 
 @gluon.jit
+def _copy_user_tile(u_desc, user_of_ptr, b, pid_m, pid_n, bar, dest):
+    """Start the TMA copy of candidate b's user's tile of user_out (U, M, N) into dest (the consumer's
+    staging tile), its arrival counted on bar: the broadcast, by index lookup."""
+    # TODO: look up this candidate's user (user_of[b]: one number, as an int32 coordinate), tell bar how
+    # TODO: many bytes to wait for (mbarrier.expect with u_desc.block_type.nbytes), then start the copy
+    # TODO: (tma_load) of u_desc's block at [user, pid_m * BLOCK_M, pid_n * BLOCK_N] into dest, counted on
+    # TODO: bar. BLOCK_M and BLOCK_N are u_desc.block_type.shape[1] and [2]; rows past M come as zeros.
+    gl.static_assert(False, "not implemented yet: _copy_user_tile in exercises/ws_compression.py")
+
+
+@gluon.jit
 def _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N,
                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):  # fmt: skip
-    """Candidate b's user's tile of user_out, (U, M, N) float32 contiguous, in the accumulator's layout:
-    the broadcast, by index lookup."""
-    # TODO: look up this candidate's user (user_of[b]) and load its (BLOCK_M, BLOCK_N) tile of user_out.
-    # TODO: The rows of acc's elements: gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout)), the
-    # TODO: columns gl.SliceLayout(0, layout); rows past M and columns past N read as 0. Offsets in int64.
-    # TODO: The tile starts at row pid_m * BLOCK_M and column pid_n * BLOCK_N; element (u, m, n) of user_out
-    # TODO: is at u * M * N + m * N + n. Return the tile: the consumers start their accumulators from it.
-    gl.static_assert(False, "not implemented yet: _user_tile in exercises/ws_compression.py")
+    """Candidate b's user's tile of user_out, (U, M, N) contiguous, in the accumulator's layout, by masked
+    loads from global memory (user modes 1 to 3 and the one launch; step 3's add_user_tile in Gluon)."""
+    user = gl.load(user_of_ptr + b).to(gl.int64)
+    rows = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+    cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+    inside = (rows < M)[:, None] & (cols < N)[None, :]
+    offsets = user * M * N + rows[:, None] * N + cols[None, :]
+    return gl.load(user_ptr + offsets, mask=inside, other=0.0)
 
 
 @gluon.jit
@@ -108,13 +123,13 @@ def _consumer(c_desc, a_bufs, e_bufs, ready, empty, c_smem, user_ptr, user_of_pt
     count = 0
     if USER_MODE == 3:
         b, pid_m, pid_n = _tile(gl.program_id(0), num_pid_m, num_pid_n)
-        acc_next = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+        acc_next = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
     for tile in range(gl.program_id(0), total, NUM_SMS):
         b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
         if USER_MODE == 3:
             acc = acc_next
         elif USER_MODE == 2:
-            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
         else:
             acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
         for kk in range(k_steps):
@@ -129,11 +144,13 @@ def _consumer(c_desc, a_bufs, e_bufs, ready, empty, c_smem, user_ptr, user_of_pt
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
         if USER_MODE == 1:
-            acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(
+                gl.float32
+            )
         values = acc.to(c_desc.dtype)
         if USER_MODE == 3:  # the next tile's start (a tile past the end reads the last one's, unused)
             nb, nm, nn = _tile(gl.minimum(tile + NUM_SMS, total - 1), num_pid_m, num_pid_n)
-            acc_next = _user_tile(user_ptr, user_of_ptr, nb, nm, nn, M, N, BLOCK_M, BLOCK_N, layout)
+            acc_next = _user_tile(user_ptr, user_of_ptr, nb, nm, nn, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
         tma.store_wait(0)
         c_smem.reshape([BLOCK_M, BLOCK_N]).store(values)
         fence_async_shared()
@@ -191,9 +208,9 @@ def _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps,
 
 
 @gluon.jit
-def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, batches,
-                       M, N, K, ROLE: gl.constexpr, USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                       NUM_SMS: gl.constexpr, DIRECT_STORE: gl.constexpr):  # fmt: skip
+def _pingpong_consumer(c_desc, c_ptr, u_desc, u_bar, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr,
+                       user_of_ptr, batches, M, N, K, ROLE: gl.constexpr, USER_MODE: gl.constexpr,
+                       NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr, DIRECT_STORE: gl.constexpr):  # fmt: skip
     """One of two consumer warpgroups that take this program's tiles in turn (ROLE 0 its 0th, 2nd, 4th,
     ... tile, ROLE 1 its 1st, 3rd, ...), each with its own accumulator: while one runs its epilogue, the
     other's main loop keeps the tensor cores busy. Their main loops alternate (the turn barriers), so
@@ -212,14 +229,24 @@ def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem
     for tile in range(gl.program_id(0) + ROLE * NUM_SMS, batches * num_pid_m * num_pid_n, 2 * NUM_SMS):
         b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
         count = (2 * i + ROLE) * k_steps  # the ring's count at this tile's first step
+        staged = c_smem.index(ROLE)
         if USER_MODE == 2:  # loaded before the turn: its latency hides behind the other's main loop
-            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
+        elif USER_MODE == 5:  # the user tile copied by TMA into this warpgroup's staging tile, during the main loop
+            tma.store_wait(0)  # the last tile's store has read the staging tile
+            _copy_user_tile(u_desc, user_of_ptr, b, pid_m, pid_n, u_bar.index(ROLE), staged)
+            acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
         else:
             acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
         mbarrier.wait(turn.index(ROLE), (i & 1) ^ (1 - ROLE))  # role 0's first turn is free
         acc = _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps, ROLE, NUM_BUFFERS)
         if USER_MODE == 1:
-            acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(
+                gl.float32
+            )
+        elif USER_MODE == 5:  # each thread reads, then writes, the same elements of the staging tile
+            mbarrier.wait(u_bar.index(ROLE), i & 1)
+            acc = acc + staged.reshape([BLOCK_M, BLOCK_N]).load(layout).to(gl.float32)
         if DIRECT_STORE:  # from the registers, masked: no staging tile, more shared memory for the ring
             rows = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
             cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
@@ -228,15 +255,15 @@ def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem
             gl.store(c_ptr + offsets, acc.to(c_desc.dtype), mask=inside)
         else:
             tma.store_wait(0)
-            c_smem.index(ROLE).reshape([BLOCK_M, BLOCK_N]).store(acc.to(c_desc.dtype))
+            staged.reshape([BLOCK_M, BLOCK_N]).store(acc.to(c_desc.dtype))
             fence_async_shared()
-            tma_store(c_desc, [b, pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem.index(ROLE))
+            tma_store(c_desc, [b, pid_m * BLOCK_M, pid_n * BLOCK_N], staged)
         i += 1
     tma.store_wait(0)
 
 
 @gluon.jit
-def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_ptr, batches, M, N, K,
+def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, u_desc, user_ptr, user_of_ptr, batches, M, N, K,
                              USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr,
                              DIRECT_STORE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
     """Ping-pong: the same producer, two consumer warpgroups of 4 warps on alternate tiles (launch with
@@ -246,6 +273,7 @@ def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_pt
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    u_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # USER_MODE 5's copies
     if DIRECT_STORE:
         c_smem = turn  # unused: the tiles are stored from the registers
     else:
@@ -255,14 +283,15 @@ def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_pt
         mbarrier.init(empty.index(i), count=1)
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
+        mbarrier.init(u_bar.index(i), count=1)
     ROLE0: gl.constexpr = 0
     ROLE1: gl.constexpr = 1
     gl.warp_specialize(
         [
-            (_pingpong_consumer, (c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr,
-                                  batches, M, N, K, ROLE0, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
-            (_pingpong_consumer, (c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr,
-                                  batches, M, N, K, ROLE1, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
+            (_pingpong_consumer, (c_desc, c_ptr, u_desc, u_bar, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr,
+                                  user_of_ptr, batches, M, N, K, ROLE0, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
+            (_pingpong_consumer, (c_desc, c_ptr, u_desc, u_bar, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr,
+                                  user_of_ptr, batches, M, N, K, ROLE1, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
             (_producer, (a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K, NUM_BUFFERS, NUM_SMS)),
         ],
         [4, 1],
@@ -273,10 +302,11 @@ def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_pt
         mbarrier.invalidate(empty.index(i))
     for i in gl.static_range(2):
         mbarrier.invalidate(turn.index(i))
+        mbarrier.invalidate(u_bar.index(i))
 
 
 # One launch: the user GEMM's tiles first (tile numbers 0 .. user_tiles - 1), then the candidates'. A
-# user tile's consumer stores its float32 tile to user_out and raises the tile's flag; a candidate's
+# user tile's consumer stores its tile to user_out and raises the tile's flag; a candidate's
 # consumer waits for its user tile's flag before its turn (rarely long: every program takes its user
 # tiles before any candidate's), then starts its accumulator from the tile. No wait can close a cycle:
 # the user tiles wait on nothing, and the grid is at most one program per SM, all resident (at most one
@@ -336,7 +366,7 @@ def _flag_is_up(flag_ptr, target):
 def _one_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, flags_ptr, target,
                   users, batches, M, N, Ku, Kc, ROLE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                   NUM_SMS: gl.constexpr):  # fmt: skip
-    """A ping-pong consumer of the one-launch kernel: its user tiles stored to user_out (float32) with
+    """A ping-pong consumer of the one-launch kernel: its user tiles stored to user_out with
     their flags raised, its candidate tiles started from (or added to) their user tile."""
     BLOCK_M: gl.constexpr = c_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = c_desc.block_type.shape[2]
@@ -367,7 +397,7 @@ def _one_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, 
             up = _flag_is_up(flag_ptr, target)
             while not up:
                 up = _flag_is_up(flag_ptr, target)
-            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
+            acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
         mbarrier.wait(turn.index(ROLE), (i & 1) ^ (1 - ROLE))  # role 0's first turn is free
         acc = _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps, ROLE, NUM_BUFFERS)
         if is_user:
@@ -375,7 +405,7 @@ def _one_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, 
             cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
             inside = (rows < M)[:, None] & (cols < N)[None, :]
             offsets = b.to(gl.int64) * M * N + rows[:, None] * N + cols[None, :]
-            gl.store(user_ptr + offsets, acc, mask=inside)
+            gl.store(user_ptr + offsets, acc.to(user_ptr.dtype.element_ty), mask=inside)
             # each thread's stores, then its release: a flag at FLAG_RAISES more means the whole tile is there
             ones = gl.full([128], 1, gl.int32, per_thread)  # one element a thread
             gl.atomic_add(flags_ptr + (b * num_pid_m + pid_m) * num_pid_n + pid_n + 0 * ones, ones, sem="release")
@@ -435,11 +465,15 @@ def _desc(x, block):
 # H200 (results/experiment_capstone_h200.json, the ws_try rows). The candidate GEMM: ping-pong, two
 # consumer warpgroups on alternate tiles of 64 x 256 (M = 433 is 7 tiles of 64, 3% of the work wasted,
 # against 18% with 128-row tiles), or 128 x 128 where N is 128 or less; each accumulator is 128
-# registers a thread. The user GEMM: cooperative, one 128 x 128 tile for both warpgroups, fp32 out.
+# registers a thread; 4 slots of 40 KB at 64 x 256, 5 of 32 KB at 128 x 128, beside two 32 KB staging
+# tiles. The user GEMM: cooperative, one 128 x 128 tile for both warpgroups, user_out in out's dtype.
 CANDIDATE = (64, 256, 64, 4, 4, 1, "pingpong")
-CANDIDATE_NARROW = (128, 128, 64, 4, 4, 1, "pingpong")  # N <= 128
+CANDIDATE_NARROW = (128, 128, 64, 5, 4, 1, "pingpong")  # N <= 128
 USER = (128, 128, 64, 4, 8, 1)
-USER_MODE = 2  # the candidate GEMM's accumulator starts from the user tile (see _consumer)
+# The candidate GEMM's user mode (_pingpong_consumer): 5, its user tile copied by TMA into the staging
+# tile during the main loop and added in the epilogue (user_out in out's dtype); else 2, the accumulator
+# started from the user tile, loaded from global memory before the turn (results/probes/).
+USER_MODE = 5
 
 
 def candidate_config(N: int) -> tuple:
@@ -458,10 +492,15 @@ def gemm(a, e, c, user=None, user_of=None, config=CANDIDATE, sms=132, user_mode=
     tiles = batches * triton.cdiv(M, bm) * triton.cdiv(N, bn)
     grid = (min(sms * per_sm, tiles),)
     add = user is not None
-    mode = (USER_MODE if user_mode is None else user_mode) if add else 0
+    tma_user = add and pingpong and user.dtype == c.dtype and "direct" not in config[7:]  # mode 5 can run
+    mode = (user_mode if user_mode is not None else USER_MODE if tma_user else 2) if add else 0
+    if mode == 5 and not tma_user:
+        raise ValueError("user mode 5 copies the user tile into a ping-pong consumer's staging tile: it needs a "
+                         "ping-pong config that stores through shared memory and user_out in out's dtype")  # fmt: skip
     common = (user if add else c, user_of if add else c, batches, M, N, K)
     if pingpong:  # ("pingpong", "direct"): the tiles stored from the registers, not through shared memory
-        capstone_pingpong_kernel[grid](a_d, e_d, c_d, c, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
+        u_d = _desc(user, [1, bm, bn]) if mode == 5 else c_d
+        capstone_pingpong_kernel[grid](a_d, e_d, c_d, c, u_d, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
                                        DIRECT_STORE=config[7:] == ("direct",), num_warps=num_warps)  # fmt: skip
     else:
         capstone_ws_kernel[grid](a_d, e_d, c_d, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
@@ -478,7 +517,7 @@ _FLAGS: dict = {}
 
 def one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config):
     """The user GEMM and the candidate GEMM in one launch of capstone_one_launch_kernel (a ping-pong
-    config); user_out (U, M, N) float32 is written on the way. sms must not exceed the GPU's SMs: every
+    config); user_out (U, M, N) is written on the way. sms must not exceed the GPU's SMs: every
     program must be resident at once."""
     bm, bn, bk, nb, num_warps = config[:5]
     M, Kc = w_c.shape
@@ -506,9 +545,9 @@ ONE_LAUNCH = False  # ws_compression's default: the two launches (True: capstone
 
 
 def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None, user_mode=None, one=None):
-    """out[b] = W_u @ E_user[user_of[b]] + W_c @ E_cand[b] in two launches: the user GEMM (float32
-    user_out, once per unique user), then the candidate GEMM, each tile's accumulator starting from
-    its candidate's user tile. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
+    """out[b] = W_u @ E_user[user_of[b]] + W_c @ E_cand[b] in two launches: the user GEMM (user_out in
+    out's dtype, once per unique user), then the candidate GEMM, each tile's user tile copied by TMA
+    and added in its epilogue. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
     out (B, M, N) contiguous; user_of (B,) int64 (int32 works too: the kernel widens it).
     one=True (or ONE_LAUNCH): both GEMMs in one launch of capstone_one_launch_kernel, with flags
     between them (slower on the H200: results/experiment_capstone_one_launch_h200.json); ping-pong
@@ -516,7 +555,7 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None
     if sms is None:
         sms = torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 132
     U, _, N = e_user.shape
-    user_out = torch.empty(U, w_u.shape[0], N, dtype=torch.float32, device=out.device)  # (U, M, N)
+    user_out = torch.empty(U, w_u.shape[0], N, dtype=out.dtype, device=out.device)  # (U, M, N)
     config = config or candidate_config(N)
     if (ONE_LAUNCH if one is None else one) and config[6:7] == ("pingpong",):
         return one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config)

@@ -71,27 +71,34 @@ SWEEP = [
 
 # step 4's candidate GEMM as tried at each shape: (BLOCK_M, BLOCK_N, BLOCK_K, NUM_BUFFERS, num_warps,
 # programs per SM[, "pingpong"]) and the user mode (solutions/ws_compression.py: 1 the user tile added
-# after the main loop, 2 the accumulator starting from it, 3 as 2 with the next tile's loaded early).
-# Cooperative: two warpgroups on one tile (8 warps) or one (4 warps, 64-row tiles); ping-pong: two
-# warpgroups on alternate tiles, one's epilogue beside the other's main loop.
+# after the main loop, 2 the accumulator starting from it, 3 as 2 with the next tile's loaded early, all
+# three by loads from global memory; 5 the user tile copied by TMA into the staging tile during the main
+# loop, added in the epilogue). Cooperative: two warpgroups on one tile (8 warps) or one (4 warps,
+# 64-row tiles); ping-pong: two warpgroups on alternate tiles, one's epilogue beside the other's main
+# loop. user_out is in out's dtype for every try, as in ws_compression. The tiles stored from the
+# registers ("direct", 2-3 times slower) are in results/experiment_capstone_2026-12-02_h200.json.
 WS_TRIES = [
     ((128, 256, 64, 3, 8, 1), 3),
     ((128, 128, 64, 4, 8, 1), 3),
     ((64, 256, 64, 4, 4, 1), 3),
     ((64, 256, 64, 4, 4, 1, "pingpong"), 1),
     ((64, 256, 64, 4, 4, 1, "pingpong"), 2),
-    ((128, 128, 64, 4, 4, 1, "pingpong"), 1),
+    ((64, 256, 64, 4, 4, 1, "pingpong"), 5),
     ((128, 128, 64, 4, 4, 1, "pingpong"), 2),
+    ((128, 128, 64, 4, 4, 1, "pingpong"), 5),
     ((128, 128, 64, 5, 4, 1, "pingpong"), 2),
-    ((64, 128, 64, 6, 4, 1, "pingpong"), 2),
-    # the tile stored from the registers ("direct"): no staging tiles, so the ring can have more slots
-    ((64, 256, 64, 4, 4, 1, "pingpong", "direct"), 2),
-    ((64, 256, 64, 5, 4, 1, "pingpong", "direct"), 2),
-    ((128, 128, 64, 6, 4, 1, "pingpong", "direct"), 2),
-    ((128, 128, 64, 7, 4, 1, "pingpong", "direct"), 2),
+    ((128, 128, 64, 5, 4, 1, "pingpong"), 5),
+    ((64, 128, 64, 6, 4, 1, "pingpong"), 5),
     # W_c's tile resident in shared memory, the ring carrying E only (scripts/ws_stationary.py; short K only)
     ((128, 128, 64, 4, 4, 1, "pingpong", "stationary"), 2),
-    ((128, 128, 64, 6, 4, 1, "pingpong", "stationary"), 2),
+]
+# the user GEMM (mode 0, user_out in out's dtype) as tried at each shape; the fastest is the step's
+USER_TRIES = [
+    (128, 128, 64, 4, 8, 1),
+    (128, 64, 64, 4, 8, 1),
+    (64, 128, 64, 4, 4, 1),
+    (64, 64, 64, 4, 4, 1),
+    (128, 128, 64, 4, 4, 1, "pingpong"),
 ]
 
 
@@ -242,7 +249,12 @@ def _gluon_rows(s: Session, tries: list) -> None:
     args = {"w_u": w_u, "w_c": w_c, "e_user": a["e_user"], "e_cand": a["e_cand"], "user_of": a["user_of"]}
     sms = info.sm_count
     U, _, N = a["e_user"].shape
-    user_out = torch.empty(U, w_u.shape[0], N, dtype=torch.float32, device=DEVICE)
+    user_out = torch.empty(U, w_u.shape[0], N, dtype=out.dtype, device=DEVICE)
+    user_expected = torch.matmul(w_u.double(), a["e_user"].double())
+    for config in USER_TRIES if tries else ():  # rows only: the step takes the solution's pick_user_config
+        s.record("ws_user_try", lambda c=config: ws.gemm(w_u, a["e_user"], user_out, config=c, sms=sms),
+                 output=user_out, expected=user_expected, config=list(config))  # fmt: skip
+    user_config = ws.pick_user_config(U, w_u.shape[0], N, sms)
     ws.gemm(w_u, a["e_user"], user_out, config=ws.USER, sms=sms)
     # the candidate GEMM's tile, schedule and user mode, timed at this shape; the fastest right one is
     # the step's (each tried one is a row of the record); None: the solution's own, untimed alone
@@ -269,12 +281,12 @@ def _gluon_rows(s: Session, tries: list) -> None:
         ):
             best = (row["median_ms"], config, mode)
     _, config, mode = best or (None, ws.CANDIDATE, ws.USER_MODE)
-    picked = {"config": list(config), "user_mode": mode}
+    picked = {"config": list(config), "user_mode": mode, "user_config": list(user_config)}
     for repeat in (1, 2):
-        s.record("ws_compression", lambda: ws.ws_compression(**args, out=out, sms=sms, config=config, user_mode=mode),
-                 output=out, repeat=repeat, **picked)  # fmt: skip
-    s.record("ws_compression_part_user_gemm", lambda: ws.gemm(w_u, a["e_user"], user_out, config=ws.USER, sms=sms),
-             output=user_out, expected=torch.matmul(w_u.double(), a["e_user"].double()), config=list(ws.USER))  # fmt: skip
+        s.record("ws_compression", lambda: ws.ws_compression(**args, out=out, sms=sms, config=config, user_mode=mode,
+                 user_config=user_config), output=out, repeat=repeat, **picked)  # fmt: skip
+    s.record("ws_compression_part_user_gemm", lambda: ws.gemm(w_u, a["e_user"], user_out, config=user_config,
+             sms=sms), output=user_out, expected=user_expected, config=list(user_config))  # fmt: skip
     s.record("ws_compression_part_candidate_gemm",
              lambda: ws.gemm(w_c, a["e_cand"], out, user_out, a["user_of"], config=config, sms=sms, user_mode=mode),
              output=out, **picked)  # fmt: skip

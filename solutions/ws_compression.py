@@ -2,7 +2,7 @@
 persistent in Gluon on Hopper (chapter 09's structure), with the user's part added by index lookup;
 the user GEMM is a first launch, of the cooperative kernel.
 
-    user_out[u] = W_u @ E_user[u]                      (once per unique user, float32, stays in the L2)
+    user_out[u] = W_u @ E_user[u]                      (once per unique user, in out's dtype, stays in the L2)
     out[b]      = W_c @ E_cand[b] + user_out[user_of[b]]
 
 One producer warp issues TMA loads of W's tile and of E's tile into a ring of NUM_BUFFERS slots;
@@ -13,8 +13,13 @@ consumer warpgroups run wgmma on them and free each slot when its wgmma has comp
 - ping-pong (capstone_pingpong_kernel): two warpgroups take alternate tiles, each with its own
   accumulator, their main loops in turn: one's epilogue runs beside the other's main loop.
 
-The candidate GEMM runs ping-pong, its accumulator starting from the candidate's user tile (the
-broadcast costs no add, and the load's latency hides behind the other warpgroup's main loop). E and
+The candidate GEMM runs ping-pong. Before its turn, a consumer looks up its tile's user (user_of[b])
+and starts a TMA copy of that user's tile of user_out into its own staging tile, the one its store of
+out goes through; the copy lands during the main loop, and the epilogue adds it to the accumulator
+and writes the sum back over it for the store. The broadcast costs no memory pass and no load from
+global memory on the tile's critical path: on the H200 the candidate GEMM then takes 2-3% more time
+than with no user part at all at the course's shapes, 5-9% at the published one
+(results/probes/probe_user_tile_mode5_2026-12-02_h200.json). E and
 out go through 3-D descriptors (batch, rows, columns): the K tail of each batch is filled with zeros
 by TMA, never read from the next batch, and an output tile's rows past M are dropped, never written
 into the next candidate's rows. W_u and W_c arrive padded: their rows start on 16-byte boundaries
@@ -56,35 +61,8 @@ def _tile(tile, num_pid_m, num_pid_n):
 
 
 @gluon.jit
-def _tiles(total, ROLE: gl.constexpr, ROLES: gl.constexpr, NUM_SMS: gl.constexpr, CHUNKED: gl.constexpr):
-    """This program's tiles for one role of ROLES taking them in turn: (first, stop, step) of a range.
-    Strided (CHUNKED False): program p takes tiles p, p + NUM_SMS, ...; chunked: a run of about
-    total / NUM_SMS consecutive tile numbers (see _chunked_tile), so that its tiles share a user tile."""
-    if CHUNKED:
-        pid = gl.program_id(0)
-        first = pid * total // NUM_SMS + ROLE
-        stop = (pid + 1) * total // NUM_SMS
-        step = ROLES
-    else:
-        first = gl.program_id(0) + ROLE * NUM_SMS
-        stop = total
-        step = ROLES * NUM_SMS
-    return first, stop, step
-
-
-@gluon.jit
-def _chunked_tile(tile, batches, num_pid_m):
-    """The chunked order's tile number -> (batch, pid_m, pid_n): the batch numbered fastest, so that a
-    program's run of tiles is one (pid_m, pid_n) over consecutive candidates, who share their user
-    (user_of is sorted) and so their user tile. Programs running together are at about the same place
-    of their runs: the M tiles of one candidate are still read at about the same time."""
-    rest = tile // batches
-    return tile % batches, rest % num_pid_m, rest // num_pid_m
-
-
-@gluon.jit
 def _producer(a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K,
-              NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr, CHUNKED: gl.constexpr = False):  # fmt: skip
+              NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr):  # fmt: skip
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = e_desc.block_type.shape[2]
@@ -92,12 +70,8 @@ def _producer(a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K,
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_steps = gl.cdiv(K, BLOCK_K)
     count = 0
-    first, stop, step = _tiles(batches * num_pid_m * num_pid_n, 0, 1, NUM_SMS, CHUNKED)
-    for tile in range(first, stop, step):
-        if CHUNKED:
-            b, pid_m, pid_n = _chunked_tile(tile, batches, num_pid_m)
-        else:
-            b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
+    for tile in range(gl.program_id(0), batches * num_pid_m * num_pid_n, NUM_SMS):
+        b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
         for kk in range(k_steps):
             s = count % NUM_BUFFERS
             mbarrier.wait(empty.index(s), ((count // NUM_BUFFERS) & 1) ^ 1)
@@ -108,23 +82,33 @@ def _producer(a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K,
 
 
 @gluon.jit
+def _copy_user_tile(u_desc, user_of_ptr, b, pid_m, pid_n, bar, dest):
+    """Start the TMA copy of candidate b's user's tile of user_out (U, M, N) into dest (the consumer's
+    staging tile), its arrival counted on bar: the broadcast, by index lookup."""
+    # BEGIN SOLUTION
+    # TODO: look up this candidate's user (user_of[b]: one number, as an int32 coordinate), tell bar how
+    # TODO: many bytes to wait for (mbarrier.expect with u_desc.block_type.nbytes), then start the copy
+    # TODO: (tma_load) of u_desc's block at [user, pid_m * BLOCK_M, pid_n * BLOCK_N] into dest, counted on
+    # TODO: bar. BLOCK_M and BLOCK_N are u_desc.block_type.shape[1] and [2]; rows past M come as zeros.
+    BLOCK_M: gl.constexpr = u_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = u_desc.block_type.shape[2]
+    user = gl.load(user_of_ptr + b).to(gl.int32)
+    mbarrier.expect(bar, u_desc.block_type.nbytes)
+    tma_load(u_desc, [user, pid_m * BLOCK_M, pid_n * BLOCK_N], bar, dest)
+    # END SOLUTION
+
+
+@gluon.jit
 def _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N,
                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr):  # fmt: skip
-    """Candidate b's user's tile of user_out, (U, M, N) float32 contiguous, in the accumulator's layout:
-    the broadcast, by index lookup."""
-    # BEGIN SOLUTION
-    # TODO: look up this candidate's user (user_of[b]) and load its (BLOCK_M, BLOCK_N) tile of user_out.
-    # TODO: The rows of acc's elements: gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout)), the
-    # TODO: columns gl.SliceLayout(0, layout); rows past M and columns past N read as 0. Offsets in int64.
-    # TODO: The tile starts at row pid_m * BLOCK_M and column pid_n * BLOCK_N; element (u, m, n) of user_out
-    # TODO: is at u * M * N + m * N + n. Return the tile: the consumers start their accumulators from it.
+    """Candidate b's user's tile of user_out, (U, M, N) contiguous, in the accumulator's layout, by masked
+    loads from global memory (user modes 1 to 3 and the one launch; step 3's add_user_tile in Gluon)."""
     user = gl.load(user_of_ptr + b).to(gl.int64)
     rows = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
     cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
     inside = (rows < M)[:, None] & (cols < N)[None, :]
     offsets = user * M * N + rows[:, None] * N + cols[None, :]
     return gl.load(user_ptr + offsets, mask=inside, other=0.0)
-    # END SOLUTION
 
 
 @gluon.jit
@@ -232,9 +216,9 @@ def _turn_main_loop(acc, a_bufs, e_bufs, ready, empty, turn, count, k_steps,
 
 
 @gluon.jit
-def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, batches,
-                       M, N, K, ROLE: gl.constexpr, USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                       NUM_SMS: gl.constexpr, DIRECT_STORE: gl.constexpr, CHUNKED: gl.constexpr):  # fmt: skip
+def _pingpong_consumer(c_desc, c_ptr, u_desc, u_bar, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr,
+                       user_of_ptr, batches, M, N, K, ROLE: gl.constexpr, USER_MODE: gl.constexpr,
+                       NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr, DIRECT_STORE: gl.constexpr):  # fmt: skip
     """One of two consumer warpgroups that take this program's tiles in turn (ROLE 0 its 0th, 2nd, 4th,
     ... tile, ROLE 1 its 1st, 3rd, ...), each with its own accumulator: while one runs its epilogue, the
     other's main loop keeps the tensor cores busy. Their main loops alternate (the turn barriers), so
@@ -250,26 +234,16 @@ def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_steps = gl.cdiv(K, BLOCK_K)
     i = 0
-    # USER_MODE 4: this warpgroup's last user tile kept in registers, in user_out's dtype (16-bit: 64
-    # registers a thread beside the accumulator's 128), loaded again only when the tile's user, pid_m or
-    # pid_n differ from its last tile's (rarely, in the chunked order)
-    kept = gl.zeros((BLOCK_M, BLOCK_N), dtype=user_ptr.dtype.element_ty, layout=layout)
-    kept_key = -1
-    first, stop, step = _tiles(batches * num_pid_m * num_pid_n, ROLE, 2, NUM_SMS, CHUNKED)
-    for tile in range(first, stop, step):
-        if CHUNKED:
-            b, pid_m, pid_n = _chunked_tile(tile, batches, num_pid_m)
-        else:
-            b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
+    for tile in range(gl.program_id(0) + ROLE * NUM_SMS, batches * num_pid_m * num_pid_n, 2 * NUM_SMS):
+        b, pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n)
         count = (2 * i + ROLE) * k_steps  # the ring's count at this tile's first step
+        staged = c_smem.index(ROLE)
         if USER_MODE == 2:  # loaded before the turn: its latency hides behind the other's main loop
             acc = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(gl.float32)
-        elif USER_MODE == 4:
-            key = (gl.load(user_of_ptr + b).to(gl.int32) * num_pid_m + pid_m) * num_pid_n + pid_n
-            if key != kept_key:
-                kept = _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout)
-                kept_key = key
-            acc = kept.to(gl.float32)
+        elif USER_MODE == 5:  # the user tile copied by TMA into this warpgroup's staging tile, during the main loop
+            tma.store_wait(0)  # the last tile's store has read the staging tile
+            _copy_user_tile(u_desc, user_of_ptr, b, pid_m, pid_n, u_bar.index(ROLE), staged)
+            acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
         else:
             acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
         mbarrier.wait(turn.index(ROLE), (i & 1) ^ (1 - ROLE))  # role 0's first turn is free
@@ -278,6 +252,9 @@ def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem
             acc = acc + _user_tile(user_ptr, user_of_ptr, b, pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, layout).to(
                 gl.float32
             )
+        elif USER_MODE == 5:  # each thread reads, then writes, the same elements of the staging tile
+            mbarrier.wait(u_bar.index(ROLE), i & 1)
+            acc = acc + staged.reshape([BLOCK_M, BLOCK_N]).load(layout).to(gl.float32)
         if DIRECT_STORE:  # from the registers, masked: no staging tile, more shared memory for the ring
             rows = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
             cols = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
@@ -286,18 +263,17 @@ def _pingpong_consumer(c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem
             gl.store(c_ptr + offsets, acc.to(c_desc.dtype), mask=inside)
         else:
             tma.store_wait(0)
-            c_smem.index(ROLE).reshape([BLOCK_M, BLOCK_N]).store(acc.to(c_desc.dtype))
+            staged.reshape([BLOCK_M, BLOCK_N]).store(acc.to(c_desc.dtype))
             fence_async_shared()
-            tma_store(c_desc, [b, pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem.index(ROLE))
+            tma_store(c_desc, [b, pid_m * BLOCK_M, pid_n * BLOCK_N], staged)
         i += 1
     tma.store_wait(0)
 
 
 @gluon.jit
-def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_ptr, batches, M, N, K,
+def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, u_desc, user_ptr, user_of_ptr, batches, M, N, K,
                              USER_MODE: gl.constexpr, NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr,
-                             DIRECT_STORE: gl.constexpr, CHUNKED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                             PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+                             DIRECT_STORE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
     """Ping-pong: the same producer, two consumer warpgroups of 4 warps on alternate tiles (launch with
     num_warps=4: the first consumer is the default partition)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [NUM_BUFFERS] + a_desc.block_type.shape, a_desc.layout)
@@ -305,6 +281,7 @@ def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_pt
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    u_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # USER_MODE 5's copies
     if DIRECT_STORE:
         c_smem = turn  # unused: the tiles are stored from the registers
     else:
@@ -314,29 +291,30 @@ def capstone_pingpong_kernel(a_desc, e_desc, c_desc, c_ptr, user_ptr, user_of_pt
         mbarrier.init(empty.index(i), count=1)
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
+        mbarrier.init(u_bar.index(i), count=1)
     ROLE0: gl.constexpr = 0
     ROLE1: gl.constexpr = 1
     gl.warp_specialize(
         [
-            (_pingpong_consumer, (c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr,
-                                  batches, M, N, K, ROLE0, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE, CHUNKED)),
-            (_pingpong_consumer, (c_desc, c_ptr, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr,
-                                  batches, M, N, K, ROLE1, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE, CHUNKED)),
-            (_producer, (a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K, NUM_BUFFERS, NUM_SMS,
-                         CHUNKED)),
+            (_pingpong_consumer, (c_desc, c_ptr, u_desc, u_bar, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr,
+                                  user_of_ptr, batches, M, N, K, ROLE0, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
+            (_pingpong_consumer, (c_desc, c_ptr, u_desc, u_bar, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr,
+                                  user_of_ptr, batches, M, N, K, ROLE1, USER_MODE, NUM_BUFFERS, NUM_SMS, DIRECT_STORE)),
+            (_producer, (a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K, NUM_BUFFERS, NUM_SMS)),
         ],
         [4, 1],
-        [CONSUMER_REGS, PRODUCER_REGS],
+        [208, 40],
     )  # fmt: skip
     for i in gl.static_range(NUM_BUFFERS):
         mbarrier.invalidate(ready.index(i))
         mbarrier.invalidate(empty.index(i))
     for i in gl.static_range(2):
         mbarrier.invalidate(turn.index(i))
+        mbarrier.invalidate(u_bar.index(i))
 
 
 # One launch: the user GEMM's tiles first (tile numbers 0 .. user_tiles - 1), then the candidates'. A
-# user tile's consumer stores its float32 tile to user_out and raises the tile's flag; a candidate's
+# user tile's consumer stores its tile to user_out and raises the tile's flag; a candidate's
 # consumer waits for its user tile's flag before its turn (rarely long: every program takes its user
 # tiles before any candidate's), then starts its accumulator from the tile. No wait can close a cycle:
 # the user tiles wait on nothing, and the grid is at most one program per SM, all resident (at most one
@@ -396,7 +374,7 @@ def _flag_is_up(flag_ptr, target):
 def _one_consumer(c_desc, a_bufs, e_bufs, ready, empty, turn, c_smem, user_ptr, user_of_ptr, flags_ptr, target,
                   users, batches, M, N, Ku, Kc, ROLE: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                   NUM_SMS: gl.constexpr):  # fmt: skip
-    """A ping-pong consumer of the one-launch kernel: its user tiles stored to user_out (float32) with
+    """A ping-pong consumer of the one-launch kernel: its user tiles stored to user_out with
     their flags raised, its candidate tiles started from (or added to) their user tile."""
     BLOCK_M: gl.constexpr = c_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = c_desc.block_type.shape[2]
@@ -495,16 +473,28 @@ def _desc(x, block):
 # H200 (results/experiment_capstone_h200.json, the ws_try rows). The candidate GEMM: ping-pong, two
 # consumer warpgroups on alternate tiles of 64 x 256 (M = 433 is 7 tiles of 64, 3% of the work wasted,
 # against 18% with 128-row tiles), or 128 x 128 where N is 128 or less; each accumulator is 128
-# registers a thread. The user GEMM: cooperative, one 128 x 128 tile for both warpgroups, fp32 out.
+# registers a thread; 4 slots of 40 KB at 64 x 256, 5 of 32 KB at 128 x 128, beside two 32 KB staging
+# tiles. The user GEMM: cooperative, one 128 x 128 tile for both warpgroups, user_out in out's dtype.
 CANDIDATE = (64, 256, 64, 4, 4, 1, "pingpong")
-CANDIDATE_NARROW = (128, 128, 64, 4, 4, 1, "pingpong")  # N <= 128
+CANDIDATE_NARROW = (128, 128, 64, 5, 4, 1, "pingpong")  # N <= 128
 USER = (128, 128, 64, 4, 8, 1)
-USER_MODE = 2  # the candidate GEMM's accumulator starts from the user tile (see _consumer)
+USER_SMALL = (64, 64, 64, 4, 4, 1)  # one warpgroup on 64 x 64 tiles: 4 times the programs, for few users
+# The candidate GEMM's user mode (_pingpong_consumer): 5, its user tile copied by TMA into the staging
+# tile during the main loop and added in the epilogue (user_out in out's dtype); else 2, the accumulator
+# started from the user tile, loaded from global memory before the turn (results/probes/).
+USER_MODE = 5
 
 
 def candidate_config(N: int) -> tuple:
     """The candidate GEMM's configuration for output width N."""
     return CANDIDATE_NARROW if N <= 128 else CANDIDATE
+
+
+def pick_user_config(U: int, M: int, N: int, sms: int) -> tuple:
+    """The user GEMM's configuration: USER, unless its 128 x 128 tiles would leave more than half the
+    SMs idle (the course's shape: 32 tiles for 132 SMs), then USER_SMALL (128 tiles there; 7.7 against
+    10.4 us on the H200, the ws_user_try rows of results/experiment_capstone_h200.json)."""
+    return USER_SMALL if U * triton.cdiv(M, 128) * triton.cdiv(N, 128) < sms // 2 else USER
 
 
 def gemm(a, e, c, user=None, user_of=None, config=CANDIDATE, sms=132, user_mode=None):
@@ -518,13 +508,16 @@ def gemm(a, e, c, user=None, user_of=None, config=CANDIDATE, sms=132, user_mode=
     tiles = batches * triton.cdiv(M, bm) * triton.cdiv(N, bn)
     grid = (min(sms * per_sm, tiles),)
     add = user is not None
-    mode = (USER_MODE if user_mode is None else user_mode) if add else 0
+    tma_user = add and pingpong and user.dtype == c.dtype and "direct" not in config[7:]  # mode 5 can run
+    mode = (user_mode if user_mode is not None else USER_MODE if tma_user else 2) if add else 0
+    if mode == 5 and not tma_user:
+        raise ValueError("user mode 5 copies the user tile into a ping-pong consumer's staging tile: it needs a "
+                         "ping-pong config that stores through shared memory and user_out in out's dtype")  # fmt: skip
     common = (user if add else c, user_of if add else c, batches, M, N, K)
     if pingpong:  # ("pingpong", "direct"): the tiles stored from the registers, not through shared memory
-        capstone_pingpong_kernel[grid](a_d, e_d, c_d, c, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
-                                       DIRECT_STORE="direct" in config[7:], CHUNKED="chunked" in config[7:],
-                                       CONSUMER_REGS=232 if mode == 4 else 208, PRODUCER_REGS=24 if mode == 4 else 40,
-                                       num_warps=num_warps)  # fmt: skip
+        u_d = _desc(user, [1, bm, bn]) if mode == 5 else c_d
+        capstone_pingpong_kernel[grid](a_d, e_d, c_d, c, u_d, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
+                                       DIRECT_STORE=config[7:] == ("direct",), num_warps=num_warps)  # fmt: skip
     else:
         capstone_ws_kernel[grid](a_d, e_d, c_d, *common, USER_MODE=mode, NUM_BUFFERS=nb, NUM_SMS=grid[0],
                                  num_warps=num_warps)  # fmt: skip
@@ -540,7 +533,7 @@ _FLAGS: dict = {}
 
 def one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config):
     """The user GEMM and the candidate GEMM in one launch of capstone_one_launch_kernel (a ping-pong
-    config); user_out (U, M, N) float32 is written on the way. sms must not exceed the GPU's SMs: every
+    config); user_out (U, M, N) is written on the way. sms must not exceed the GPU's SMs: every
     program must be resident at once."""
     bm, bn, bk, nb, num_warps = config[:5]
     M, Kc = w_c.shape
@@ -567,10 +560,11 @@ def one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config):
 ONE_LAUNCH = False  # ws_compression's default: the two launches (True: capstone_one_launch_kernel)
 
 
-def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None, user_mode=None, one=None):
-    """out[b] = W_u @ E_user[user_of[b]] + W_c @ E_cand[b] in two launches: the user GEMM (float32
-    user_out, once per unique user), then the candidate GEMM, each tile's accumulator starting from
-    its candidate's user tile. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
+def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None, user_mode=None, one=None,
+                   user_config=None):  # fmt: skip
+    """out[b] = W_u @ E_user[user_of[b]] + W_c @ E_cand[b] in two launches: the user GEMM (user_out in
+    out's dtype, once per unique user), then the candidate GEMM, each tile's user tile copied by TMA
+    and added in its epilogue. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
     out (B, M, N) contiguous; user_of (B,) int64 (int32 works too: the kernel widens it).
     one=True (or ONE_LAUNCH): both GEMMs in one launch of capstone_one_launch_kernel, with flags
     between them (slower on the H200: results/experiment_capstone_one_launch_h200.json); ping-pong
@@ -582,5 +576,5 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None
     config = config or candidate_config(N)
     if (ONE_LAUNCH if one is None else one) and config[6:7] == ("pingpong",):
         return one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config)
-    gemm(w_u, e_user, user_out, config=USER, sms=sms)
+    gemm(w_u, e_user, user_out, config=user_config or pick_user_config(U, w_u.shape[0], N, sms), sms=sms)
     return gemm(w_c, e_cand, out, user_out, user_of, config=config, sms=sms, user_mode=user_mode)

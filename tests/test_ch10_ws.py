@@ -47,10 +47,14 @@ def test_the_stub_is_todo():
 @pytest.mark.parametrize(
     "folder, status, summary",
     [
-        ("ch10_ws_no_user", FAIL, "the candidate kernel reads nothing outside TMA: no user tile is added"),
+        ("ch10_ws_no_user", FAIL, "the candidate kernel reads nothing outside TMA: it never looks up user_of[b]"),
         ("ch10_ws_broadcast_kernel", FAIL, "the launcher makes 3 launches, not 2"),
         ("ch10_ws_user_by_candidate", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # right structure, wrong values
         ("ch10_ws_tile_n_fastest", FAIL, "_tile does not put the M tiles of one (batch, N tile) next to each other"),
+        # the solution as it is now (the user tile copied by TMA), with one change in _copy_user_tile each
+        ("ch10_ws_copy_by_candidate", FAIL, "the candidate kernel reads nothing outside TMA: it never looks up"),
+        ("ch10_ws_copy_first_user", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # FAILs on the H200 (results/)
+        ("ch10_ws_copy_bytes_twice", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # HANGs on the H200 (results/)
     ],
 )
 def test_wrong_submissions(folder, status, summary):
@@ -140,3 +144,44 @@ def test_the_stationary_experiment_compiles_and_keeps_each_program_on_one_m_tile
     with pytest.raises(ValueError, match="cannot take this shape"):
         st.gemm(torch.zeros(433, 872, dtype=bf16), torch.zeros(1, 872, 256, dtype=bf16), torch.zeros(1, 433, 256),
                 torch.zeros(1, 433, 256), torch.zeros(1, dtype=torch.int64))  # fmt: skip
+
+
+def _two_roundings(case: ch10ws.Case, seed: int, shift_user: bool = False) -> tuple:
+    """What step 4 computes, in torch on the CPU, and the float64 reference: the user's part rounded to
+    the output's dtype (user_out), added in float32 to the candidate's part, the sum rounded on its store."""
+    x = ch10ws.ws_inputs(case, torch.Generator().manual_seed(seed))
+    exact = {k: (v.double() if v.is_floating_point() else v) for k, v in x.items() if k != "out"}
+    user_of = x["user_of"]
+    if shift_user:  # the wrong user: the next one (a GPU-only mistake in the kernel)
+        user_of = (user_of + 1) % exact["e_user"].shape[0]
+    user_out = torch.matmul(exact["w_u"], exact["e_user"]).to(case.dtype)
+    got = (torch.matmul(exact["w_c"], exact["e_cand"]).float() + user_out.float()[user_of]).to(case.dtype)
+    return got, ch10ws.ws_reference(**exact)
+
+
+SMALL_WS_CASES = [c for c in ch10ws.WS_CASES if c[0][0] * c[0][2] * c[0][5] < 2_000_000]
+
+
+@pytest.mark.parametrize("shape, dtype, label, params", SMALL_WS_CASES, ids=[c[2] for c in SMALL_WS_CASES])
+def test_two_roundings_pass_the_tolerance_and_a_wrong_user_does_not(shape, dtype, label, params):
+    """Step 4's tolerance admits a right kernel that rounds user_out to 16 bits before the add (the
+    solution's), at every small case and seed; the same with each candidate given the next user fails."""
+    from course_lib.compare import compare
+    from course_lib.tasks import Case
+
+    case = Case(shape, dtype, label, params=params)
+    tol = ch10ws.TWO_ROUNDINGS_TOLERANCE[dtype]
+    assert ch10ws.TWO_ROUNDINGS_TOLERANCE is grader_tolerance()  # the one the grader uses
+    for seed in range(5):
+        got, expected = _two_roundings(case, seed)
+        verdict = compare(got, expected, tol, poisoned=False)
+        assert verdict.ok, f"{label} seed {seed}: {verdict.summary}"
+    if shape[1] > 1:  # more than one user: a wrong one changes the values
+        got, expected = _two_roundings(case, 0, shift_user=True)
+        assert not compare(got, expected, tol, poisoned=False).ok
+
+
+def grader_tolerance():
+    from course_lib import tasks
+
+    return tasks.get(TASK).tolerance

@@ -142,6 +142,16 @@ SPLIT_TOLERANCE = {
     BF16: Tolerance(rtol=1.6e-2, atol=3e-2, norm=8e-3),
 }
 
+# Step 4 (ch10_warp_specialized) keeps user_out in the output's dtype, so that a TMA copy can bring its
+# tiles into the output's staging tile: the user's part is rounded to 16 bits, then the sum on its
+# store, two roundings where step 3 has one. The same limits as step 1's, whose absolute part is
+# about two roundings of a typical |value|. Measured on that rounding, done in torch, over step 4's
+# nine cases, seeds 0-4: the absolute error above rtol * |expected| was at most 7.7e-3 in bf16 (limit
+# 3e-2) and 9.7e-4 in fp16 (limit 4e-3), the relative-norm error at most 2.6e-3 and 2.7e-4 (limits
+# 8e-3 and 1e-3); tests/test_ch10_ws.py repeats it on the small cases. A wrong user's part is still
+# off by O(1).
+TWO_ROUNDINGS_TOLERANCE = SPLIT_TOLERANCE
+
 
 # --------------------------------------------------------------------------------------------------
 # known mistakes, named when the output matches one
@@ -985,8 +995,12 @@ EXPERIMENT_RECORD = (
     "experiment_capstone_h200.json"  # every step and baseline in one run (scripts/experiments_capstone.py)
 )
 GLUON_RECORD = "experiment_gluon_capstone_h200.json"  # step 4 at the three shapes (scripts/gluon_capstone.py)
-ONE_LAUNCH_RECORD = "experiment_capstone_one_launch_h200.json"  # step 4 in two launches and in one, one run
-RERUN_RECORD = "experiment_capstone_2026-12-02_h200.json"  # the experiment's second full run, a day later
+ONE_LAUNCH_RECORD = EXPERIMENT_RECORD  # step 4 in two launches and in one, in one run (both rows in it)
+FIRST_RECORDS = (  # the experiment's two earlier full runs, step 4's user tile loaded from global memory in float32
+    "experiment_capstone_2026-12-01_h200.json",
+    "experiment_capstone_2026-12-02_h200.json",
+)
+RERUN_RECORD = FIRST_RECORDS[1]  # the second of them, a day after the first (its tries include the direct store)
 NOT_YET = "not recorded yet: run `PYTHONPATH=. python scripts/experiments_capstone.py --out results` on a GPU"
 
 # The course's targets for the final kernel, (shape label, dtype) -> (target, stretch) in ms. The stretch is
