@@ -20,8 +20,9 @@ The candidate GEMM runs ping-pong. Before its turn, a consumer looks up its tile
 and starts a TMA copy of that user's tile of user_out into its own staging tile, the one its store of
 out goes through; the copy lands during the main loop, and the epilogue adds it to the accumulator
 and writes the sum back over it for the store. The broadcast costs no memory pass and no load from
-global memory on the tile's critical path: on the H200 the candidate GEMM then runs within 1-4% of its
-time with no user part at all (results/probes/probe_user_tile_mode5_2026-12-02_h200.json). E and
+global memory on the tile's critical path: on the H200 the candidate GEMM then takes 2-3% more time
+than with no user part at all at the course's shapes, 5-9% at the published one
+(results/probes/probe_user_tile_mode5_2026-12-02_h200.json). E and
 out go through 3-D descriptors (batch, rows, columns): the K tail of each batch is filled with zeros
 by TMA, never read from the next batch, and an output tile's rows past M are dropped, never written
 into the next candidate's rows. W_u and W_c arrive padded: their rows start on 16-byte boundaries
@@ -470,6 +471,7 @@ def _desc(x, block):
 CANDIDATE = (64, 256, 64, 4, 4, 1, "pingpong")
 CANDIDATE_NARROW = (128, 128, 64, 5, 4, 1, "pingpong")  # N <= 128
 USER = (128, 128, 64, 4, 8, 1)
+USER_SMALL = (64, 64, 64, 4, 4, 1)  # one warpgroup on 64 x 64 tiles: 4 times the programs, for few users
 # The candidate GEMM's user mode (_pingpong_consumer): 5, its user tile copied by TMA into the staging
 # tile during the main loop and added in the epilogue (user_out in out's dtype); else 2, the accumulator
 # started from the user tile, loaded from global memory before the turn (results/probes/).
@@ -479,6 +481,13 @@ USER_MODE = 5
 def candidate_config(N: int) -> tuple:
     """The candidate GEMM's configuration for output width N."""
     return CANDIDATE_NARROW if N <= 128 else CANDIDATE
+
+
+def pick_user_config(U: int, M: int, N: int, sms: int) -> tuple:
+    """The user GEMM's configuration: USER, unless its 128 x 128 tiles would leave more than half the
+    SMs idle (the course's shape: 32 tiles for 132 SMs), then USER_SMALL (128 tiles there; 7.7 against
+    10.4 us on the H200, the ws_user_try rows of results/experiment_capstone_h200.json)."""
+    return USER_SMALL if U * triton.cdiv(M, 128) * triton.cdiv(N, 128) < sms // 2 else USER
 
 
 def gemm(a, e, c, user=None, user_of=None, config=CANDIDATE, sms=132, user_mode=None):
@@ -544,7 +553,8 @@ def one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config):
 ONE_LAUNCH = False  # ws_compression's default: the two launches (True: capstone_one_launch_kernel)
 
 
-def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None, user_mode=None, one=None):
+def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None, user_mode=None, one=None,
+                   user_config=None):  # fmt: skip
     """out[b] = W_u @ E_user[user_of[b]] + W_c @ E_cand[b] in two launches: the user GEMM (user_out in
     out's dtype, once per unique user), then the candidate GEMM, each tile's user tile copied by TMA
     and added in its epilogue. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
@@ -559,5 +569,5 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None
     config = config or candidate_config(N)
     if (ONE_LAUNCH if one is None else one) and config[6:7] == ("pingpong",):
         return one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config)
-    gemm(w_u, e_user, user_out, config=USER, sms=sms)
+    gemm(w_u, e_user, user_out, config=user_config or pick_user_config(U, w_u.shape[0], N, sms), sms=sms)
     return gemm(w_c, e_cand, out, user_out, user_of, config=config, sms=sms, user_mode=user_mode)
