@@ -84,10 +84,13 @@ def _producer(a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K,
 def _copy_user_tile(u_desc, user_of_ptr, b, pid_m, pid_n, bar, dest):
     """Start the TMA copy of candidate b's user's tile of user_out (U, M, N) into dest (the consumer's
     staging tile), its arrival counted on bar: the broadcast, by index lookup."""
-    # TODO: look up this candidate's user (user_of[b]: one number, as an int32 coordinate), tell bar how
-    # TODO: many bytes to wait for (mbarrier.expect with u_desc.block_type.nbytes), then start the copy
-    # TODO: (tma_load) of u_desc's block at [user, pid_m * BLOCK_M, pid_n * BLOCK_N] into dest, counted on
-    # TODO: bar. BLOCK_M and BLOCK_N are u_desc.block_type.shape[1] and [2]; rows past M come as zeros.
+    # TODO: look up this candidate's user: one number, gl.load(user_of_ptr + b), made an int32 coordinate.
+    # TODO: Tell bar how many bytes to wait for (mbarrier.expect(bar, u_desc.block_type.nbytes)), then
+    # TODO: start the copy of u_desc's block at [user, pid_m * BLOCK_M, pid_n * BLOCK_N] into dest, counted
+    # TODO: on bar: tma_load(descriptor, coordinates, barrier, destination), as _producer calls it. dest has
+    # TODO: the block's shape (1, BLOCK_M, BLOCK_N) already: pass it as it is. BLOCK_M and BLOCK_N are
+    # TODO: u_desc.block_type.shape[1] and [2]; rows past M come as zeros. Do not wait on bar here: the
+    # TODO: epilogue does, after the main loop. Expecting more bytes than the copy brings hangs that wait.
     gl.static_assert(False, "not implemented yet: _copy_user_tile in exercises/ws_compression.py")
 
 
@@ -560,8 +563,8 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None
     and added in its epilogue. w_u (M, Ku) and w_c (M, Kc) with 16-byte rows; e_user (U, Ku, N), e_cand (B, Kc, N),
     out (B, M, N) contiguous; user_of (B,) int64 (int32 works too: the kernel widens it).
     one=True (or ONE_LAUNCH): both GEMMs in one launch of capstone_one_launch_kernel, with flags
-    between them (slower on the H200: results/experiment_capstone_one_launch_h200.json); ping-pong
-    configs only."""
+    between them (slower on the H200: the ws_compression_one_launch rows of
+    results/experiment_capstone_h200.json); ping-pong configs only."""
     if sms is None:
         sms = torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 132
     U, _, N = e_user.shape
