@@ -84,13 +84,13 @@ def _producer(a_desc, e_desc, a_bufs, e_bufs, ready, empty, batches, M, N, K,
 def _copy_user_tile(u_desc, user_of_ptr, b, pid_m, pid_n, bar, dest):
     """Start the TMA copy of candidate b's user's tile of user_out (U, M, N) into dest (the consumer's
     staging tile), its arrival counted on bar: the broadcast, by index lookup."""
-    # TODO: look up this candidate's user: one number, gl.load(user_of_ptr + b), made an int32 coordinate.
-    # TODO: Tell bar how many bytes to wait for (mbarrier.expect(bar, u_desc.block_type.nbytes)), then
-    # TODO: start the copy of u_desc's block at [user, pid_m * BLOCK_M, pid_n * BLOCK_N] into dest, counted
-    # TODO: on bar: tma_load(descriptor, coordinates, barrier, destination), as _producer calls it. dest has
-    # TODO: the block's shape (1, BLOCK_M, BLOCK_N) already: pass it as it is. BLOCK_M and BLOCK_N are
-    # TODO: u_desc.block_type.shape[1] and [2]; rows past M come as zeros. Do not wait on bar here: the
-    # TODO: epilogue does, after the main loop. Expecting more bytes than the copy brings hangs that wait.
+    # TODO: look up this candidate's user: one number, read through user_of_ptr, made an int32 (TMA
+    # TODO: coordinates are 32-bit). Tell bar how many bytes the copy brings (mbarrier.expect: one block of
+    # TODO: u_desc), then start the copy (tma_load, its arguments in the order _producer passes them) of the
+    # TODO: block of user_out whose corner is this user, this tile's first row and its first column. BLOCK_M
+    # TODO: and BLOCK_N are u_desc.block_type.shape[1] and [2]; dest has the block's shape (1, BLOCK_M,
+    # TODO: BLOCK_N) already; rows past M come as zeros. Do not wait on bar here: the epilogue does, after
+    # TODO: the main loop. A byte count that no copy brings hangs that wait. Hints: course_lib.hint("ws_compression").
     gl.static_assert(False, "not implemented yet: _copy_user_tile in exercises/ws_compression.py")
 
 

@@ -55,6 +55,7 @@ def test_the_stub_is_todo():
         ("ch10_ws_copy_by_candidate", FAIL, "the candidate kernel reads nothing outside TMA: it never looks up"),
         ("ch10_ws_copy_first_user", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # FAILs on the H200 (results/)
         ("ch10_ws_copy_bytes_twice", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # HANGs on the H200 (results/)
+        ("ch10_ws_copy_no_expect", FAIL, "a TMA copy in the candidate kernel is never expected on its barrier"),
     ],
 )
 def test_wrong_submissions(folder, status, summary):

@@ -147,6 +147,13 @@ def probe_ws_compression(module, entry) -> dict:
     return facts
 
 
+# TMA load sites of the ping-pong candidate kernel's producer (W's and E's tiles) in its PTX, one
+# mbarrier.expect for them: 3 with Triton 3.6 and 3.9 (the solution: 5 sites, 3 expects, one site and one
+# expect in each consumer warpgroup's user-tile copy; with that expect left out, 5 and 1). A diagnosis
+# in CPU mode for that kernel only (the one launch's producer has more); on a GPU the wait itself shows.
+PRODUCER_LOAD_SITES = 3
+
+
 def judge_ws_compression(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if facts.get("launches", 0) > 2:
         return [(False, f"the launcher makes {facts['launches']} launches, not 2", [
@@ -162,6 +169,13 @@ def judge_ws_compression(facts: dict) -> list[tuple[bool, str, list[str]]]:
             "be found by index lookup, user_out[user_of[b]] (user = gl.load(user_of_ptr + b), then that user's "
             "tile copied and added before the store); a lookup whose result nothing uses is dropped by the "
             "compiler too"]))  # fmt: skip
+    copies = facts.get("tma_loads", 0) - PRODUCER_LOAD_SITES  # the consumers' own copies: the user tiles
+    if facts.get("kernel") == "capstone_pingpong_kernel" and copies > 0 and facts.get("expect_tx", 0) < 1 + copies:
+        checks.append((False, "a TMA copy in the candidate kernel is never expected on its barrier", [
+            f"`{facts.get('kernel')}` compiled for sm_90 has {facts.get('tma_loads')} TMA load sites but "
+            f"{facts.get('expect_tx')} mbarrier.expect: the producer's loads take one, and each consumer's copy of "
+            "the user tile needs its own. In _copy_user_tile, mbarrier.expect(bar, u_desc.block_type.nbytes) "
+            "before the tma_load: without it the epilogue's wait on bar never ends (on a GPU, a HANG)"]))  # fmt: skip
     order = judge_tile_order(facts.get("tile_order"))
     if order:
         checks.append(order)
@@ -204,7 +218,10 @@ register(
             "BLOCK_N). mbarrier.expect(bar, u_desc.block_type.nbytes), then tma_load(u_desc, [user, pid_m * "
             "BLOCK_M, pid_n * BLOCK_N], bar, dest): the consumer waits on bar after its main loop and adds dest "
             "to its accumulator. A copy never started, or bytes never expected, leaves that wait hanging.",
-            "CPU mode compiles your kernel for sm_90 and checks its structure; its cases need a Hopper GPU.",
+            "What CPU mode can check: at its probe shape the solution's candidate kernel has 5 TMA load sites, 3 "
+            "mbarrier.expect and 7 mbarrier waits in its PTX (the check's PTX line prints your loads and waits). "
+            "A wait on bar inside _copy_user_tile shows as 9 waits; a wrong user or a wrong byte count shows only "
+            "on a Hopper GPU.",
         ],
     )
 )
