@@ -92,7 +92,8 @@ WS_TRIES = [
     # W_c's tile resident in shared memory, the ring carrying E only (scripts/ws_stationary.py; short K only)
     ((128, 128, 64, 4, 4, 1, "pingpong", "stationary"), 2),
 ]
-# the user GEMM (mode 0, user_out in out's dtype) as tried at each shape; the fastest is the step's
+# the user GEMM (mode 0, user_out in out's dtype) as tried at each shape: rows only (ws_user_try); the
+# step runs the solution's pick_user_config
 USER_TRIES = [
     (128, 128, 64, 4, 8, 1),
     (128, 64, 64, 4, 8, 1),

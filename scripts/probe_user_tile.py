@@ -58,18 +58,18 @@ def main(argv: list[str]) -> int:
         for name, user, cfg, mode in variants:
             ref = cand + user.double()[x["user_of"]]
             tries.append((f"user {name} mode {mode} {cfg[3]} slots", lambda u=user, m=mode, c=cfg: ws.gemm(
-                x["w_c"], x["e_cand"], out, u, x["user_of"], config=c, sms=sms, user_mode=m), ref))  # fmt: skip
+                x["w_c"], x["e_cand"], out, u, x["user_of"], config=c, sms=sms, user_mode=m), ref, cfg))  # fmt: skip
         for name, user in (("float32", user32), ("16-bit", user16)):
             ref = cand + user.double()[x["user_of"]]
             if not ws_stationary.fits(x["w_c"], x["e_cand"]):
                 tries.append((f"stationary, user {name}", lambda u=user: ws_stationary.gemm(
-                    x["w_c"], x["e_cand"], out, u, x["user_of"], sms=sms), ref))  # fmt: skip
+                    x["w_c"], x["e_cand"], out, u, x["user_of"], sms=sms), ref, ws_stationary.CONFIG))  # fmt: skip
         whole = torch.matmul(x["w_u"].double(), x["e_user"].double())[x["user_of"]] + cand
         keys = ("w_u", "w_c", "e_user", "e_cand", "user_of")
         for cfg, mode in ((None, 2), (None, 5)) + (((deeper, 5),) if N <= 128 else ()):
             tries.append((f"whole step mode {mode} {(cfg or config)[3]} slots", lambda c=cfg, m=mode: ws.ws_compression(
-                **{k: x[k] for k in keys}, out=out, sms=sms, config=c, user_mode=m), whole))  # fmt: skip
-        for name, fn, ref in tries:
+                **{k: x[k] for k in keys}, out=out, sms=sms, config=c, user_mode=m), whole, cfg or config))  # fmt: skip
+        for name, fn, ref, cfg in ((*t, config) if len(t) == 3 else t for t in tries):  # cfg: the try's tile
             out.fill_(float("nan"))
             fn()
             torch.cuda.synchronize()
@@ -81,7 +81,7 @@ def main(argv: list[str]) -> int:
                     "shape": label,
                     "dtype": str(dtype)[6:],
                     "try": name,
-                    "config": list(config),
+                    "config": list(cfg),
                     "median_ms": t.median_ms,
                     "rel_err": err,
                 }

@@ -995,12 +995,10 @@ EXPERIMENT_RECORD = (
     "experiment_capstone_h200.json"  # every step and baseline in one run (scripts/experiments_capstone.py)
 )
 GLUON_RECORD = "experiment_gluon_capstone_h200.json"  # step 4 at the three shapes (scripts/gluon_capstone.py)
-ONE_LAUNCH_RECORD = EXPERIMENT_RECORD  # step 4 in two launches and in one, in one run (both rows in it)
 FIRST_RECORDS = (  # the experiment's two earlier full runs, step 4's user tile loaded from global memory in float32
     "experiment_capstone_2026-12-01_h200.json",
     "experiment_capstone_2026-12-02_h200.json",
 )
-RERUN_RECORD = FIRST_RECORDS[1]  # the second of them, a day after the first (its tries include the direct store)
 NOT_YET = "not recorded yet: run `PYTHONPATH=. python scripts/experiments_capstone.py --out results` on a GPU"
 
 # The course's targets for the final kernel, (shape label, dtype) -> (target, stretch) in ms. The stretch is
