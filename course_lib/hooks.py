@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -80,6 +81,7 @@ def _outside_launch(fn, w: Watch):
         finally:
             w.depth = depth
 
+    call._course_outside = True  # type: ignore[attr-defined]
     return call
 
 
@@ -103,11 +105,113 @@ launch_listeners: list = []
 SKIP = object()
 
 
+def _triton_code(fn) -> bool:
+    """Whether ``fn`` is Triton's own (a default hook), not a callable the launcher handed Triton."""
+    import triton
+
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_filename.startswith(str(Path(triton.__file__).parent))
+
+
+def _guard_host_callables(tuner, w: Watch) -> dict:
+    """Make every callable that an autotuner or heuristics object will run on the host during this
+    launch run as launcher code (depth 0, under the torch guard): heuristic values, config pre-hooks,
+    pre- and post-hooks, config pruning, performance models, a benchmark function. Returns what to
+    put back afterwards."""
+    saved = {}
+
+    def wrap(fn):
+        return fn if fn is None or _triton_code(fn) else _outside_launch(fn, w)
+
+    values = getattr(tuner, "values", None)
+    if isinstance(values, dict):
+        saved["values"] = values
+        tuner.values = {k: wrap(v) for k, v in values.items()}
+    for attr in ("pre_hook", "post_hook", "early_config_prune", "perf_model", "_do_bench"):
+        fn = getattr(tuner, attr, None)
+        if callable(fn) and not _triton_code(fn):
+            saved[attr] = fn
+            setattr(tuner, attr, wrap(fn))
+    for config in getattr(tuner, "configs", None) or []:
+        hook = getattr(config, "pre_hook", None)
+        if callable(hook):
+            saved.setdefault("config_hooks", []).append((config, hook))
+            config.pre_hook = wrap(hook)
+    return saved
+
+
+def _restore_host_callables(tuner, saved: dict) -> None:
+    for config, hook in saved.pop("config_hooks", []):
+        config.pre_hook = hook
+    for attr, value in saved.items():
+        setattr(tuner, attr, value)
+
+
+class LaunchArgumentError(TypeError):
+    """A kernel launched with an argument Triton would run host code on, or a tensor as a constexpr."""
+
+
+def _constexpr_names(fn_obj) -> set[str]:
+    params = getattr(fn_obj, "params", None)
+    if params:
+        return {p.name for p in params if getattr(p, "is_constexpr", False)}
+    import inspect
+
+    fn = getattr(fn_obj, "fn", None)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return set()
+    return {name for name, p in signature.parameters.items() if "constexpr" in str(p.annotation)}
+
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _plain_value(value, constexpr: bool) -> bool:
+    """A launch argument Triton only reads: a number, text, None, a dtype, a Triton object (a layout,
+    a jit function, a descriptor), an exact torch.Tensor where a tensor belongs, or a tuple of those."""
+    import torch
+
+    if type(value) in _SCALARS or isinstance(value, (torch.dtype, np.generic)):
+        return True
+    if isinstance(value, (tuple, list)):
+        return all(_plain_value(v, constexpr) for v in value)
+    if type(value) is torch.Tensor:
+        return not constexpr
+    module = type(value).__module__ or ""
+    return module == "triton" or module.startswith("triton.")
+
+
+def check_launch_arguments(fn_obj, args, kwargs) -> None:
+    """Before a launch the launcher made: every argument is data Triton only reads (``_plain_value``);
+    a tl.constexpr is never a tensor. Anything else (an object whose data_ptr() or __index__ runs
+    code, a tensor subclass, a tensor smuggled into the kernel body as a constexpr) is refused."""
+    names = list(getattr(fn_obj, "arg_names", []))
+    constexprs = _constexpr_names(fn_obj)
+    named = [(names[i] if i < len(names) else f"argument {i}", v) for i, v in enumerate(args)]
+    named += [(k, v) for k, v in kwargs.items() if k not in ("grid", "warmup")]
+    for name, value in named:
+        constexpr = name in constexprs or name not in names
+        if not _plain_value(value, constexpr):
+            what = type(value).__name__
+            if constexpr and what == "Tensor":
+                raise LaunchArgumentError(
+                    f"`{name}` is a tl.constexpr and was given a tensor: a constexpr is a number, a dtype or a "
+                    "string, known when the kernel is compiled; pass tensors as ordinary (pointer) arguments"
+                )
+            raise LaunchArgumentError(
+                f"`{name}` was given a {what}: a kernel's arguments are torch.Tensor objects (exactly, not a "
+                "subclass), tensor descriptors, numbers, dtypes, strings or None"
+            )
+
+
 def _wrap_run(cls, bounds: bool = True) -> None:
     """Count launches of ``cls`` (outermost only) and, in the interpreter, check their bounds.
 
     Wrapping an outer launcher (the autotuner) too makes its benchmarking part of one launch: its
-    torch calls (do_bench flushes L2 with torch) are then Triton's business, not the launcher's."""
+    torch calls (do_bench flushes L2 with torch) are then Triton's business, not the launcher's. What
+    it runs of the launcher's own (heuristics, hooks, pruning) stays launcher code."""
     if getattr(cls.run, "_course_wrapped", False):
         return
     original = cls.run
@@ -117,15 +221,20 @@ def _wrap_run(cls, bounds: bool = True) -> None:
         if w is not None and w.depth == 0 and not kwargs.get("warmup", False):
             w.launches.append(_kernel_name(self))
         hooks = getattr(self, "pre_run_hooks", None)
+        saved = None
         if w is not None:
             # the grid function and pre-run hooks are the learner's code, though Triton calls them
             if callable(kwargs.get("grid")):
                 kwargs["grid"] = _outside_launch(kwargs["grid"], w)
             if hooks:
                 self.pre_run_hooks = [_outside_launch(h, w) for h in hooks]
+            if not bounds:
+                saved = _guard_host_callables(self, w)
             w.depth += 1
         try:
             if bounds:  # the class that really launches (JITFunction, InterpretedFunction)
+                if w is not None:
+                    check_launch_arguments(self, args, kwargs)
                 check_descriptor_arguments(self, args, kwargs)
                 answers = [listener(self, args, kwargs) for listener in list(launch_listeners)]
                 if any(answer is SKIP for answer in answers):
@@ -139,9 +248,32 @@ def _wrap_run(cls, bounds: bool = True) -> None:
                 w.depth -= 1
                 if hooks:
                     self.pre_run_hooks = hooks
+                if saved:
+                    _restore_host_callables(self, saved)
 
     run._course_wrapped = True  # type: ignore[attr-defined]
+    LAUNCH_CODES.add(run.__code__)
     cls.run = run
+
+
+# The code of the wrapped launches: a torch call whose innermost frame of interest is one of these is
+# Triton's own work inside a launch; one whose innermost is the learner's file is launcher code.
+LAUNCH_CODES: set = set()
+OUTSIDE_CODE = _outside_launch(lambda: None, Watch()).__code__
+
+
+def called_from_launcher(frame, learner_files: frozenset[str]) -> bool:
+    """Whether the code running at ``frame`` is the launcher's (the learner's file, or a callable it
+    handed Triton), rather than Triton's own work inside a launch: the innermost frame that is either
+    a launch or the learner's decides."""
+    while frame is not None:
+        code = frame.f_code
+        if code in LAUNCH_CODES:
+            return False
+        if code is OUTSIDE_CODE or code.co_filename in learner_files:
+            return True
+        frame = frame.f_back
+    return True
 
 
 # --------------------------------------------------------------------------------------------------
@@ -487,13 +619,18 @@ def element_addresses(t) -> np.ndarray:
 class FlowRecord:
     """Listens to every load and store of the kernels launched while it is attached (see ``record_flow``).
 
-    A launcher that computes the answer with torch and then copies it with a kernel reads none of
-    the inputs in any kernel; one that writes part of an output with torch leaves elements that no
-    kernel stored to. Both show here, whatever the launcher did to torch."""
+    A launcher that computes the answer with torch (or numpy, or in a hook Triton calls) and then
+    copies it with a kernel reads no input, or only part of one, in any kernel; one that writes part of
+    an output with torch leaves elements that no kernel stored to. Both show here, whatever the
+    launcher did to torch: every element of every input must be loaded by a kernel, and every output
+    element stored by one."""
 
     def __init__(self, inputs: dict, outputs: dict):
         self.inputs = {name: _tensor_span(name, t) for name, t in inputs.items() if t.numel()}
-        self.read: set[str] = set()
+        self.tensors = {name: t for name, t in inputs.items() if name in self.inputs}
+        # per input, one flag per item-sized slot of its span: which were loaded
+        self.loaded = {name: np.zeros((span.hi - span.lo) // span.itemsize, dtype=bool)
+                       for name, span in self.inputs.items()}  # fmt: skip
         self.outputs = outputs
         self.stores: list[np.ndarray] = []
 
@@ -503,13 +640,26 @@ class FlowRecord:
             return
         if kind == "load":
             for name, span in self.inputs.items():
-                if name not in self.read and bool(((live >= span.lo) & (live < span.hi)).any()):
-                    self.read.add(name)
+                inside = live[(live >= span.lo) & (live < span.hi)]
+                if inside.size:
+                    flags = self.loaded[name]
+                    first = ((inside - np.uint64(span.lo)) // np.uint64(span.itemsize)).astype(np.int64)
+                    for extra in range(max(1, int(itemsize) // span.itemsize)):  # a wider access covers more
+                        flags[np.minimum(first + extra, flags.size - 1)] = True
         else:  # store or atomic
             self.stores.append(live.reshape(-1))
 
     def unread_inputs(self) -> list[str]:
-        return [name for name in self.inputs if name not in self.read]
+        """Inputs of which no element was loaded."""
+        return [name for name in self.inputs if not self.loaded[name].any()]
+
+    def unread_elements(self) -> dict[str, int]:
+        """How many elements of each input no kernel loaded."""
+        out = {}
+        for name, span in self.inputs.items():
+            slots = (element_addresses(self.tensors[name]) - np.uint64(span.lo)) // np.uint64(span.itemsize)
+            out[name] = int((~self.loaded[name][slots.astype(np.int64)]).sum())
+        return out
 
     def unwritten(self, name: str) -> int:
         """How many elements of output ``name`` no kernel stored to."""

@@ -108,13 +108,9 @@ def implausible(peaks: Peaks, gpu_name: str | None = None) -> str | None:
     return None
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "course_lib"))
-
-
 def _cache_file(gpu_name: str) -> Path:
     safe = "".join(ch if ch.isalnum() else "_" for ch in gpu_name)
-    return _cache_dir() / f"peaks-{safe}.json"
+    return runtime.cache_root() / f"peaks-{safe}.json"
 
 
 def _fallback_file(path: Path) -> Path:

@@ -179,6 +179,12 @@ def device() -> str:
     return "cuda" if is_gpu() else "cpu"
 
 
+def cache_root() -> Path:
+    """Where course_lib keeps what it measured on this machine (time limits, roofline peaks):
+    COURSE_CACHE, else ~/.cache/course_lib. Never a sandboxed worker's to see."""
+    return Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "course_lib")).expanduser()
+
+
 def course_root() -> Path:
     """The folder that holds notebooks/, exercises/ and solutions/.
 

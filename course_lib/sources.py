@@ -46,35 +46,44 @@ def task_path(task: str, source: str | os.PathLike = "exercises") -> Path:
     return resolve(source) / f"{task}.py"
 
 
-def load_file(path: Path, entry: str, module_name: str | None = None):
-    """Import the task file at ``path`` and return (module, entry function). Raises LoadError."""
+def load_file(
+    path: Path, entry: str, module_name: str | None = None, shown_as: str | None = None, add_folder: bool = True
+):
+    """Import the task file at ``path`` and return (module, entry function). Raises LoadError.
+
+    ``shown_as``: how messages name the file (the grader imports a private copy of the learner's);
+    ``add_folder``: put the file's folder on sys.path (the grader never does, so that no file beside
+    a task file is ever imported)."""
     path = Path(path)
+    shown = shown_as or display(path)
     if not path.exists():
-        raise LoadError(TODO, f"{NOT_IMPLEMENTED}: {display(path)} does not exist")
+        raise LoadError(TODO, f"{NOT_IMPLEMENTED}: {shown} does not exist")
     folder = str(path.parent)
-    if folder not in sys.path:
+    if add_folder and folder not in sys.path:
         sys.path.insert(0, folder)
     mod_spec = importlib.util.spec_from_file_location(module_name or f"course_submission_{path.stem}", path)
     module = importlib.util.module_from_spec(mod_spec)
     try:
         mod_spec.loader.exec_module(module)
     except SyntaxError as e:
-        raise LoadError(FAIL, f"{display(path)} line {e.lineno}: {e.msg}", [f"  {(e.text or '').rstrip()}"]) from e
+        raise LoadError(FAIL, f"{shown} line {e.lineno}: {e.msg}", [f"  {(e.text or '').rstrip()}"]) from e
     except NotImplementedError as e:  # a stub at module level (e.g. an autotune wrapper to write)
-        raise LoadError(TODO, str(e) or f"{NOT_IMPLEMENTED}: {display(path)}") from e
+        raise LoadError(TODO, str(e) or f"{NOT_IMPLEMENTED}: {shown}") from e
     except SystemExit as e:  # the submission exited, not the grader
         raise LoadError(
             FAIL,
-            f"importing {display(path)} raised SystemExit({e.code!r}): a task file must not exit",
+            f"importing {shown} raised SystemExit({e.code!r}): a task file must not exit",
             tracebacks.learner_frames(e, path),
         ) from e
+    except RecursionError as e:
+        raise LoadError(FAIL, f"importing {shown} raised RecursionError: it nests too deeply for Python") from e
     except BaseException as e:  # learner code: anything can happen on import
         raise LoadError(
-            FAIL, f"importing {display(path)} raised {type(e).__name__}: {e}", tracebacks.learner_frames(e, path)
+            FAIL, f"importing {shown} raised {type(e).__name__}: {e}", tracebacks.learner_frames(e, path)
         ) from e
     function = getattr(module, entry, None)
     if not callable(function):
-        raise LoadError(FAIL, f"{display(path)} has no function `{entry}` (the grader calls it)")
+        raise LoadError(FAIL, f"{shown} has no function `{entry}` (the grader calls it)")
     return module, function
 
 

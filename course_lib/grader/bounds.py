@@ -30,10 +30,13 @@ def wanted() -> bool:
     return os.environ.get("COURSE_BOUNDS_CHECK", "1") != "0"
 
 
-def interpreter_worker() -> Worker:
+def interpreter_worker(graded: Worker | None = None) -> Worker:
+    """A worker for the interpreter's run, sandboxed as the GPU run was."""
     return Worker(
         mode=runtime.CPU,
         env={"TRITON_INTERPRET": "1", "COURSE_MODE": "cpu", "CUDA_VISIBLE_DEVICES": "", "COURSE_PERF": "0"},
+        sandboxed=bool(graded and graded.sandboxed),
+        hidden=graded.hidden if graded else (),
     )
 
 

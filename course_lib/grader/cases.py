@@ -95,21 +95,32 @@ def prepare(spec: tasks.TaskSpec, case: tasks.Case, seed: int) -> PreparedCase:
 
 
 def _flow_outcome(flow: dict | None, launches: list[str]) -> Outcome | None:
-    """The data-flow rule (interpreter): kernels read every input and wrote every output element."""
+    """The data-flow rule (interpreter): kernels read every element of every input and wrote every
+    output element."""
     if not flow:
         return None
-    unread = [str(n) for n in flow.get("unread_inputs", [])]
-    unwritten = {str(k): int(v) for k, v in dict(flow.get("unwritten_by_kernel", {})).items() if int(v)}
+    unread = list(flow.get("unread_inputs", []))
+    unwritten = {k: v for k, v in dict(flow.get("unwritten_by_kernel", {})).items() if v}
+    partly = {k: v for k, v in dict(flow.get("unread_elements", {})).items() if v and k not in unread}
     kernels = ", ".join(f"`{k}`" for k in dict.fromkeys(launches))
+    rule = [
+        "In the interpreter the grader sees every load: each element of each input must be read by a",
+        "launched kernel, and each output element written by one. The computing belongs in the kernel.",
+    ]
     if unread:
         names = ", ".join(f"`{n}`" for n in unread)
         return Outcome.failed(
             f"no kernel read {names}: the launcher seems to compute the answer with torch and copy it with a "
             f"kernel ({kernels} ran, but not on {names})",
-            [
-                "In the interpreter the grader sees every load: each input must be read by a launched kernel,",
-                "and each output element written by one. The computing belongs in the kernel.",
-            ],
+            rule,
+        )
+    if partly:
+        name, count = next(iter(partly.items()))
+        return Outcome.failed(
+            f"{count_of(count, 'element', 'elements')} of the input `{name}` {'was' if count == 1 else 'were'} "
+            "never read by a kernel, yet the output is right: something other than a kernel used them "
+            "(torch, numpy or a hook in the launcher?)",
+            rule,
         )
     if unwritten:
         name, count = next(iter(unwritten.items()))
@@ -126,11 +137,10 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
     """The verdict on one case, from the shared tensors and the worker's plain report."""
     error = reply.get("error")
     if error:
-        failed = Outcome.failed(str(error.get("summary", "")), [str(d) for d in error.get("details", [])],
-                                status=str(error.get("status", FAIL)))  # fmt: skip
+        failed = Outcome.failed(error["summary"], error["details"], status=error["status"])
         failed.raised = True
         return failed
-    launches = [str(k) for k in reply.get("launches", [])]
+    launches = list(reply.get("launches", []))
     if not launches and not spec.torch_task:
         return Outcome.failed("no Triton kernel was launched: the launcher must launch at least one @triton.jit kernel")
     for name, before in prepared.pristine.items():
@@ -158,11 +168,15 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
     else:
         meta = reply.get("returned") or {}
         if returned is None:
-            kind = meta.get("not_a_tensor", "nothing") if isinstance(meta, dict) else "nothing"
-            return Outcome.failed(f"the launcher returned {kind}, not a tensor")
+            kind = meta.get("not_a_tensor", "nothing")
+            return Outcome.failed(
+                f"the launcher returned {kind}, not a tensor"
+                if kind in ("nothing", "NoneType") or "Tensor" not in kind
+                else f"the launcher returned a {kind}, not a torch.Tensor: return the tensor itself, not a subclass"
+            )
         got = returned
     flow_meta = dict(reply.get("flow") or {})
-    if not spec.outputs and isinstance(reply.get("returned"), dict) and "unwritten_by_kernel" in reply["returned"]:
+    if not spec.outputs and reply.get("returned") and "unwritten_by_kernel" in reply["returned"]:
         flow_meta["unwritten_by_kernel"] = {"the returned tensor": reply["returned"]["unwritten_by_kernel"]}
     flowed = _flow_outcome(flow_meta, launches)
     reference_inputs = {
@@ -178,9 +192,14 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
     if verdict.ok and flowed is not None:
         return flowed
     if verdict.ok and spec.check_layout is not None:
-        span = reply.get("span")
-        span = torch.frombuffer(bytearray(span), dtype=torch.uint8) if span else None
-        ok, summary, details = spec.check_layout(case, dict(reply.get("returned") or {}), span)
+        try:
+            ok, summary, details = spec.check_layout(case, dict(reply.get("returned") or {}), reply.get("span"))
+        except Exception as e:  # a layout the check cannot read is a layout it cannot accept
+            ok, summary, details = (
+                False,
+                f"the grader cannot read the returned tensor's layout ({type(e).__name__})",
+                [],
+            )
         if not ok:
             return Outcome(False, summary, list(details), FAIL, True)
     if verdict.ok:

@@ -15,7 +15,7 @@ import os
 import sys
 
 from ..compare import poison
-from ..hooks import current_watch
+from ..hooks import called_from_launcher, current_watch
 
 
 class TorchComputeInLauncher(Exception):
@@ -32,7 +32,7 @@ ALLOWED_IN_LAUNCHER = frozenset(
     size stride numel nelement dim ndim shape dtype device is_contiguous data_ptr element_size
     itemsize nbytes storage_offset is_cuda is_cpu layout untyped_storage requires_grad is_leaf
     is_floating_point is_complex __len__ __hash__ __format__ __repr__ __str__ _version grad_fn
-    names __dlpack__ __dlpack_device__
+    names
     """.split()
 )
 _POISONED_ALLOCATIONS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
@@ -64,15 +64,18 @@ def _where_in(paths: tuple[str, ...]) -> str:
 def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_files: tuple[str, ...] = ()):
     """A torch function mode that raises TorchComputeInLauncher on any torch call outside ``allowed``.
 
-    Calls made inside a Triton launch (Triton's own bookkeeping) pass through.
+    Calls Triton makes inside a launch (its own bookkeeping) pass through; calls made there by the
+    learner's code (a heuristic, a hook, a kernel body the interpreter runs as Python) do not.
     """
     from torch.overrides import TorchFunctionMode
+
+    files = frozenset(learner_files)
 
     class _Guard(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             w = current_watch()
-            if w is not None and w.depth > 0:
+            if w is not None and w.depth > 0 and not called_from_launcher(sys._getframe(1), files):
                 return func(*args, **kwargs)
             name = _short_name(func)
             if name not in allowed:

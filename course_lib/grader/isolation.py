@@ -1,11 +1,17 @@
 """The sealed boundary: grade one task with the learner's code in a process of its own.
 
-This process (the protected one) makes every case's inputs, poisons the outputs, computes the
-reference and compares; the worker process (``worker``) imports the learner's file and runs the
-launcher on the tensors it is handed, in a shared-memory file. Messages both ways are plain JSON,
-so nothing the worker sends is unpickled here, and nothing it patches in its own process (modules,
-builtins, torch, numpy), prints, or exits with can change a verdict: a case passes only when the
-shared output, read here, matches the reference computed here.
+This process (the protected one) reads the task file once, into a private folder of its own, checks
+that copy (``precheck``), and hands the worker process (``worker``) that copy to import. It makes
+every case's inputs, poisons the outputs, computes the reference and compares; the worker runs the
+launcher on the tensors it is handed, in a file with no name whose descriptor it receives. Messages
+both ways are plain JSON, each field checked here (``claims``) before anything reads it, so nothing
+the worker patches in its own process (modules, builtins, torch, numpy), prints, or exits with can
+change a verdict: a case passes only when the output, read back here into this process's memory,
+matches the reference computed here.
+
+Where anyone but the learner grades (a room, another folder), the worker runs inside an
+operating-system sandbox (``sandbox``): it sees its own copy of the file, the Python environment and
+course_lib, read-only, and nothing of the room, the solutions, the caches or the hidden cases.
 
 Each step has a time limit (``limits``): a worker that does not answer in time is killed and the
 task reported as hung; one that dies is reported with its exit code or signal, and grading goes on.
@@ -18,31 +24,42 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import types
 from dataclasses import dataclass, field
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from .. import runtime, sources, tasks
 from . import cases as case_tools
-from . import precheck
+from . import claims, precheck, sandbox
 from . import worker as worker_module
 from .limits import Limits, StepClock
 from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
-from .shared import SharedCase, tensor_from_bytes
+from .shared import CaseFileDamaged, SharedCase, tensor_from_bytes
 
 CPU_MEMORY_BYTES = int(float(os.environ.get("COURSE_CHILD_MEMORY_GB", "6")) * 2**30)
+MAX_REPLY_BYTES = 16 << 20  # one JSON reply; a returned tensor's bytes come apart (claims.MAX_RETURNED_BYTES)
+MAX_FILE_BYTES = 1 << 20  # a task file: no exercise is anywhere near 1 MiB
 
 
 @dataclass
 class Worker:
-    """Where and how the worker runs: the mode its kernels run in, and its environment."""
+    """Where and how the worker runs: the mode its kernels run in, its environment, and whether it
+    runs inside the operating-system sandbox (``sandbox``)."""
 
     mode: str = field(default_factory=lambda: runtime.MODE)  # "cpu" (the interpreter) or "gpu"
     env: dict = field(default_factory=dict)  # variables set for the worker (e.g. CUDA_VISIBLE_DEVICES)
+    sandboxed: bool = False
+    # what the sandbox must hide even where it lies inside a folder the worker's Python needs
+    hidden: tuple = ()
 
     @property
     def needs_spawn(self) -> bool:
@@ -101,18 +118,109 @@ class _Late(Exception):
     """The worker did not answer within its time limit."""
 
 
-class _Session:
-    """One worker process and its pipe; every receive has a deadline."""
+class _TooMuch(Exception):
+    """The worker sent a message larger than any the grader's worker code sends."""
 
-    def __init__(self, setup: dict, worker: Worker):
+
+class _Unreadable(Exception):
+    """The worker's reply did not pass ``claims``: the learner's code changed the worker."""
+
+    def __init__(self, err: claims.Unreadable):
+        super().__init__(str(err))
+        self.err = err
+
+
+def _private_root() -> str:
+    """Where a job's private folder goes: RAM-backed where the machine has /dev/shm."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
+class _Popened:
+    """A subprocess (the sandbox) with the part of multiprocessing.Process's interface used here."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def join(self, timeout=None) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.popen.kill()
+
+    @property
+    def exitcode(self) -> int | None:
+        code = self.popen.poll()
+        if code is not None and code > 128:  # bwrap passes a signal on as 128 + its number
+            return -(code - 128)
+        return code
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+
+def _boot_argv(fd: int) -> list[str]:
+    """The worker's command line inside the sandbox: this Python, this sys.path, nothing else."""
+    path = [p for p in sys.path if p and os.path.isabs(p)]
+    code = (
+        "import sys; sys.dont_write_bytecode = True; "
+        f"sys.path[:] = {path!r}; "
+        "from course_lib.grader import worker; "
+        f"worker.boot({fd})"
+    )
+    return [sys.executable, "-I", "-c", code]
+
+
+class _Session:
+    """One worker process and its socket; every receive has a deadline."""
+
+    def __init__(self, setup: dict, worker: Worker, job_dir: Path):
+        self.log_path = str(job_dir / "worker.log")  # the job's private folder: no other user reads it
+        if worker.sandboxed:
+            self._start_sandboxed(setup, worker, job_dir)
+        else:
+            self._start_pooled(setup, worker)
+
+    def _start_pooled(self, setup: dict, worker: Worker) -> None:
         ctx = _context(worker)
         self.receive, send = ctx.Pipe(duplex=True)
-        fd, self.log_path = tempfile.mkstemp(prefix="course-worker-", suffix=".log")
-        os.close(fd)
         self.proc = ctx.Process(target=worker_module.main, args=(send, setup, self.log_path), daemon=True)
         with _starting(worker):
             self.proc.start()
         send.close()
+
+    def _start_sandboxed(self, setup: dict, worker: Worker, job_dir: Path) -> None:
+        mine, theirs = socket.socketpair()
+        self.receive = Connection(mine.detach())
+        env = sandbox.worker_environment(worker.env)
+        env["COURSE_MODE"] = worker.mode
+        if worker.mode == runtime.CPU:
+            env.update({"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
+        view = sandbox.View(
+            task_dir=Path(setup["file"]).parent,
+            gpu=worker.mode == runtime.GPU,
+            env=env,
+            hidden=[*worker.hidden, runtime.course_root()],
+            allowed=[Path(sys.prefix)],
+        )
+        fd = theirs.fileno()
+        command = sandbox.command(view, _boot_argv(fd))
+        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            popen = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=[fd], close_fds=True
+            )
+        finally:
+            os.close(log)
+            theirs.close()
+        self.proc = _Popened(popen)
+        self.send(setup)
 
     def send(self, message: dict) -> None:
         try:
@@ -120,32 +228,44 @@ class _Session:
         except (OSError, ValueError) as e:
             raise _Gone() from e
 
-    def _bytes(self, limit: float) -> bytes:
+    def send_fd(self, fd: int) -> None:
+        try:
+            reduction.send_handle(self.receive, fd, self.proc.pid)
+        except (OSError, ValueError) as e:
+            raise _Gone() from e
+
+    def _bytes(self, limit: float, most: int) -> bytes:
         if not self.receive.poll(max(limit, 0.0)):
             if not self.proc.is_alive():
                 raise _Gone()
             raise _Late()
         try:
-            return self.receive.recv_bytes(1 << 31)
-        except (EOFError, OSError) as e:
+            return self.receive.recv_bytes(most)
+        except OSError as e:
+            if "bad message length" in str(e):
+                raise _TooMuch() from e
+            raise _Gone() from e
+        except EOFError as e:
             raise _Gone() from e
 
-    def ask(self, message: dict | None, limit: float, kind: str) -> tuple[dict, bytes | None]:
-        """Send ``message`` (if any) and wait up to ``limit`` seconds for a reply of ``kind``."""
+    def ask(self, message: dict | None, limit: float, kind: str, fd: int | None = None) -> tuple[dict, bytes | None]:
+        """Send ``message`` (and the descriptor ``fd``) and wait up to ``limit`` seconds for a reply of ``kind``."""
         if message is not None:
             self.send(message)
+        if fd is not None:
+            self.send_fd(fd)
         deadline = time.monotonic() + limit
         try:
-            reply = json.loads(self._bytes(limit).decode())
-        except (ValueError, UnicodeDecodeError) as e:
+            reply = json.loads(self._bytes(limit, MAX_REPLY_BYTES).decode())
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise _Gone() from e
         accepted = (kind, "load_failed") if kind == "loaded" else (kind,)
         if not isinstance(reply, dict) or reply.get("kind") not in accepted:
             raise _Gone()
         data = None
         returned = reply.get("returned")
-        if isinstance(returned, dict) and returned.get("has_bytes"):
-            data = self._bytes(max(deadline - time.monotonic(), 1.0))
+        if isinstance(returned, dict) and returned.get("has_bytes") is True:
+            data = self._bytes(max(deadline - time.monotonic(), 1.0), claims.MAX_RETURNED_BYTES)
         return reply, data
 
     def close(self) -> str:
@@ -168,9 +288,13 @@ class _Session:
 
 
 def _read_tail(path: str, limit: int = 4000) -> str:
+    """The last ``limit`` characters of what the worker printed (never more is read)."""
     try:
-        with open(path, errors="replace") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4 * limit))
+            text = f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
     finally:
@@ -180,7 +304,7 @@ def _read_tail(path: str, limit: int = 4000) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# grading one task
+# the task file: read once, copied into a private folder
 
 
 def file_sha256(path: Path) -> str:
@@ -188,6 +312,52 @@ def file_sha256(path: Path) -> str:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return ""
+
+
+def read_task_file(path: Path) -> bytes | None:
+    """The task file's bytes, read once without following a final symbolic link; None when there is
+    no such file. Raises OSError for a file that cannot be read and ValueError for one too large."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"the file is over {MAX_FILE_BYTES // 2**20} MiB")
+    return data
+
+
+@contextlib.contextmanager
+def job_folder(task: str, data: bytes):
+    """A private folder (0700) for one grading: ``task/<task>.py``, the copy of the file that is
+    checked and imported, and the worker's log. Removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="course-job-", dir=_private_root()))
+    try:
+        (root / "task").mkdir(mode=0o700)
+        copy = root / "task" / f"{task}.py"
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield root, copy
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def remove_stale_jobs(max_age_s: float = 3600) -> None:
+    """Remove this user's job folders (and case files of older versions) left by a grader that was
+    killed, after an hour."""
+    now = time.time()
+    for pattern in ("course-job-*", "course-case-*"):
+        for path in Path(_private_root()).glob(pattern):
+            with contextlib.suppress(OSError):
+                info = path.lstat()
+                if info.st_uid == os.getuid() and now - info.st_mtime > max_age_s:
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+# --------------------------------------------------------------------------------------------------
+# grading one task
 
 
 def _short(case: tasks.Case) -> str:
@@ -217,6 +387,11 @@ class _Stop(Exception):
         self.result = result
 
 
+def _unreadable_file(result: TaskResult, path: Path, why: str) -> TaskResult:
+    result.summary = f"{sources.display(path)} cannot be graded: {why}"
+    return result
+
+
 def run_task(
     spec: tasks.TaskSpec,
     source_dir: Path,
@@ -233,40 +408,51 @@ def run_task(
     path = source_dir / f"{spec.name}.py"
     start = time.perf_counter()
     result = TaskResult(spec.name, FAIL, "", source=sources.display(source_dir), seed=seed)
-    result.file_sha256 = file_sha256(path)
-    if not path.exists():
+    result.sandboxed = worker.sandboxed
+    try:
+        data = read_task_file(path)
+    except (OSError, ValueError) as e:
+        return _unreadable_file(result, path, getattr(e, "strerror", None) or str(e))
+    if data is None:
         result.status, result.summary = TODO, f"{sources.NOT_IMPLEMENTED}: {sources.display(path)} does not exist"
         return result
+    result.file_sha256 = hashlib.sha256(data).hexdigest()
     problem = runtime.gluon_problem() if spec.needs == "hopper" else None
     if problem:
         result.summary = f"cannot grade this task here: {problem}"
         return result
-    if check_source:
-        findings = precheck.check_file(path)
-        if findings:
-            result.summary, result.details = precheck.describe(findings, path.name)
-            return result
+    with job_folder(spec.name, data) as (job_dir, copy):
+        if check_source:
+            findings = precheck.check_bytes(data, path.name)
+            if findings:
+                result.summary, result.details = precheck.describe(findings, path.name)
+                return result
+        setup = {
+            "file": str(copy),
+            "display": sources.display(path),
+            "entry": spec.entry,
+            "outputs": list(spec.outputs),
+            "forbid": sorted(spec.forbid_in_launcher),
+            "torch_task": spec.torch_task,
+            "mode": worker.mode,
+            "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
+        }
+        return _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start)
+
+
+def _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start) -> TaskResult:
     cases = spec.all_cases(worker.mode, hidden=hidden)
     result.cases_total = len(cases)
-    setup = {
-        "file": str(path),
-        "entry": spec.entry,
-        "outputs": list(spec.outputs),
-        "forbid": sorted(spec.forbid_in_launcher),
-        "torch_task": spec.torch_task,
-        "mode": worker.mode,
-        "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
-    }
-    session = _Session(setup, worker)
+    session = _Session(setup, worker, job_dir)
     phase = "loading the file"
     budget = time.monotonic() + limits.task_s
     try:
 
-        def ask(message, limit, kind):
+        def ask(message, limit, kind, fd=None):
             began = time.perf_counter()
             wait = min(limit, max(budget - time.monotonic(), 0.5))
             try:
-                answer = session.ask(message, wait, kind)
+                answer = session.ask(message, wait, kind, fd)
                 if clock is not None:
                     clock.add(kind, time.perf_counter() - began)
                 return answer
@@ -275,17 +461,32 @@ def run_task(
                 raise _Stop(_hung(result, phase, wait, limits, over)) from None
             except _Gone:
                 raise _Stop(_ended(result, phase, session.how_it_ended())) from None
+            except _TooMuch:
+                result.status, result.summary = (
+                    FAIL,
+                    f"during {phase} the process running your code sent more "
+                    "data than any report holds: the grader's own worker code never does, so the task file changed it",
+                )
+                raise _Stop(result) from None
+
+        def checked(read, reply, *args):
+            try:
+                return read(reply, *args)
+            except claims.Unreadable as e:
+                result.status, result.summary = FAIL, claims.message(e)
+                raise _Stop(result) from None
 
         reply, _ = ask(None, limits.load_s, "loaded")
+        reply = checked(claims.loaded, reply)
         if reply["kind"] == "load_failed":
-            result.status = str(reply.get("status", FAIL))
-            result.summary = str(reply.get("summary", ""))
-            result.details = [str(d) for d in reply.get("details", [])]
+            result.status = reply["status"]
+            result.summary = reply["summary"]
+            result.details = reply["details"]
             raise _Stop(result)
         failures = []
         for i, case in enumerate(cases):
             phase = f"case '{case.label}' ({case.describe()})"
-            outcome = _one_case(spec, case, seed + i, ask, limits.for_case(i))
+            outcome = _one_case(spec, case, seed + i, ask, checked, limits.for_case(i))
             if outcome.ok:
                 result.cases_passed += 1
                 continue
@@ -307,14 +508,15 @@ def run_task(
         if spec.probe is not None:
             phase = "the task's checks on your kernels"
             reply, _ = ask({"kind": "probe", "probe": spec.probe}, limits.extra_s, "probe_done")
+            reply = checked(claims.probe_done, reply)
             if reply.get("error"):
                 error = reply["error"]
-                if error.get("status") == TODO:  # a stub compiled for the check: unfinished, not wrong
-                    result.status, result.summary = TODO, str(error.get("summary", ""))
+                if error["status"] == TODO:  # a stub compiled for the check: unfinished, not wrong
+                    result.status, result.summary = TODO, error["summary"]
                     raise _Stop(result)
-                problems = [(str(error.get("summary", "")), [str(d) for d in error.get("details", [])])]
+                problems = [(error["summary"], error["details"])]
             else:
-                checks = spec.judge(reply.get("facts", {}))
+                checks = _judged(spec, reply["facts"], worker.mode)
                 problems = [(summary, details) for ok, summary, details in checks if not ok]
                 notes = [line for ok, _, details in checks if ok for line in details]
             if problems:
@@ -336,13 +538,39 @@ def run_task(
         if perf and worker.mode == runtime.GPU and spec.bench_cases:
             phase = "timing your kernel"
             reply, _ = ask({"kind": "perf", "task": spec.name}, limits.extra_s, "perf_done")
-            result.details += [str(line) for line in reply.get("lines", [])]
+            result.details += checked(claims.perf_done, reply)["lines"]
     except _Stop as stop:
         result = stop.result
     finally:
         result.output = session.close()
         result.seconds = time.perf_counter() - start
     return result
+
+
+def _judged(spec: tasks.TaskSpec, facts: dict, mode: str) -> list[tuple[bool, str, list[str]]]:
+    """The task's structural checks on the probe's facts, which are claims: a fact about the mode that
+    is not this grader's own, or facts the judge cannot read, fail the task, never the grader."""
+    if "mode" in facts and facts["mode"] != mode:
+        return [
+            (
+                False,
+                f"the structural checks' report says it ran in {str(facts['mode'])[:20]!r} mode, and the grader "
+                f"runs in {mode} mode: the report came from code the task file changed",
+                [],
+            )
+        ]
+    try:
+        checks = spec.judge(facts)
+        return [(bool(ok), str(summary), [str(d) for d in details]) for ok, summary, details in checks]
+    except Exception as e:  # a malformed fact: the worker's report, which the learner's code can reach
+        return [
+            (
+                False,
+                f"the structural checks could not read the report of the process that ran your code "
+                f"({type(e).__name__}): the grader's own worker code always sends a readable one",
+                [],
+            )
+        ]
 
 
 def _needs_summary(spec: tasks.TaskSpec, mode: str) -> str:
@@ -354,28 +582,39 @@ def _needs_summary(spec: tasks.TaskSpec, mode: str) -> str:
     )
 
 
-def _one_case(spec, case, case_seed: int, ask, limit: float) -> case_tools.Outcome:
+def _one_case(spec, case, case_seed: int, ask, checked, limit: float) -> case_tools.Outcome:
     if spec.call_case is not None:  # a task that is no kernel: a question, answered in plain data
         function, kwargs = spec.call_case(case, case_seed)
         reply, _ = ask({"kind": "call", "function": function, "kwargs": kwargs}, limit, "call_done")
+        reply = checked(claims.call_done, reply)
         if "todo" in reply:
-            return case_tools.Outcome.failed(str(reply["todo"]), status=TODO)
-        ok, summary, details = spec.judge_call(case, function, kwargs, reply)
+            return case_tools.Outcome.failed(reply["todo"], status=TODO)
+        try:
+            ok, summary, details = spec.judge_call(case, function, kwargs, reply)
+        except Exception as e:  # a malformed reply that passed the type checks
+            return case_tools.Outcome.failed(f"the grader cannot read what your function returned ({type(e).__name__})")
         return case_tools.Outcome(ok, summary, details, PASS if ok else FAIL)
     prepared = case_tools.prepare(spec, case, case_seed)
     with SharedCase(prepared.tensors) as shared:
-        prepared.tensors = shared.tensors
         message = {"kind": "case", "shared": shared.message, "order": prepared.order, "values": prepared.values}
-        reply, data = ask(message, limit, "case_done")
+        reply, data = ask(message, limit, "case_done", fd=shared.fd)
+        sizes = {name: t.numel() for name, t in shared.tensors.items()}
+        outputs = {name: sizes[name] for name in spec.outputs if name in sizes}
+        inputs = {name: n for name, n in sizes.items() if name not in spec.outputs and not name.endswith("(guarded)")}
+        reply = checked(claims.case_done, reply, inputs, outputs)
+        try:
+            prepared.tensors = shared.returned_views()
+        except CaseFileDamaged as e:
+            return case_tools.Outcome.failed(
+                f"the case's shared file came back damaged ({e}): something in the task file truncated it"
+            )
         returned = None
-        if data is not None:
+        if data is not None and reply["returned"] is not None and "dtype" in reply["returned"]:
             try:
-                span = int(reply["returned"].get("span_nbytes", 0))
-                if span:  # a torch task's 2-D result: its rows' span follows the values
-                    data, reply["span"] = data[: len(data) - span], data[len(data) - span :]
-                returned = tensor_from_bytes(reply["returned"], data)
-            except (ValueError, TypeError, KeyError, AttributeError):
-                return case_tools.Outcome.failed("the launcher returned a tensor the grader cannot read back")
+                returned, span = tensor_from_bytes(reply["returned"], data)
+                reply["span"] = span
+            except (ValueError, TypeError, RuntimeError) as e:
+                return case_tools.Outcome.failed(f"the launcher returned a tensor the grader cannot read back ({e})")
         return case_tools.judge(spec, case, prepared, reply, returned)
 
 

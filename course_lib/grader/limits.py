@@ -21,9 +21,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import runtime
+
 FACTOR = 10.0
 FLOOR_S = 15.0
 GENEROUS_S = 300.0  # per step while the solution itself is timed
+MAX_STEP_S = 3600.0  # a cached step time beyond this (or below 0) is not believed: the step is timed again
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class Timed:
 def _cache_file(mode: str) -> Path:
     import triton
 
-    root = Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "course_lib"))
+    root = runtime.cache_root()
     host = "".join(ch if ch.isalnum() else "_" for ch in platform.node() or "machine")
     return root / f"limits-{mode}-triton{triton.__version__}-{host}.json"
 
@@ -105,10 +108,13 @@ def read(mode: str, task: str, solution_sha: str) -> Timed | None:
     if not isinstance(entry, dict) or entry.get("solution_sha256") != solution_sha:
         return None
     try:
-        steps = (float(entry[k]) for k in ("load_s", "case_s", "extra_s", "task_s"))
-        return Timed(*steps, tuple(float(s) for s in entry.get("cases_s", [])))
+        steps = [float(entry[k]) for k in ("load_s", "case_s", "extra_s", "task_s")]
+        cases = [float(s) for s in entry.get("cases_s", [])]
     except (KeyError, TypeError, ValueError):
         return None
+    if not all(0.0 <= s <= MAX_STEP_S for s in steps + cases):  # NaN too: a damaged file is timed again
+        return None
+    return Timed(*steps, tuple(cases))
 
 
 def write(mode: str, task: str, solution_sha: str, timed: Timed) -> None:

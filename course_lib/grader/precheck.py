@@ -1,23 +1,41 @@
-"""A static pre-check of a task file, run by the grader's parent process before any of the file runs.
+"""A static pre-check of a task file, run by the grader's process before any of the file runs.
 
-A task file holds @triton.jit kernels and a launcher. The grader imports it in a sandboxed child
-process and checks what the launcher writes, and some submissions try to fool that check instead of
-passing it: end the process, patch torch or triton so a wrong answer looks right, switch on a torch
-mode that rewrites operations, reach the interpreter's internals. This module parses the source with
-`ast` (it never runs it) and rejects the known escape hatches, each with a message naming the line.
+A task file holds @triton.jit (or @gluon.jit) kernels and a launcher. The grader imports it in a
+worker process, inside an operating-system sandbox when anyone but the learner grades it
+(``sandbox``); that boundary keeps the room, the solutions and the hidden cases out of reach. What it
+cannot keep out is a lie about the worker's own process: a submission that patches the worker, runs
+torch where a kernel should run, or hands the grader a tensor that misreports its layout. This check
+is the first line against that, and a teacher: it names the line and says what to write instead.
 
-The isolation of the child process is the real defence; this check catches the obvious attempts
-first, with a message a learner can act on rather than a crash or a puzzling verdict. It allow-lists
-imports and deny-lists the rest, so a kernel and launcher written the ordinary way always pass.
+It parses the source with ``ast`` (it never runs it) and works as an allow-list, resolved against
+the real objects in this process:
+
+* imports: triton, torch, numpy, math, functools, itertools, typing, dataclasses, __future__,
+  course_lib.tuned and course_lib.barriers; a relative import or a file beside the task file never;
+* every name reached from an import (``tl.load``, ``torch.empty``, ``TensorDescriptor.from_tensor``)
+  is looked up here and must be a function, type or constant on the allow-list (``ALLOWED``); a
+  module is never a value (``f(torch)``, ``F = torch.nn.functional``); nothing that evaluates
+  strings or deserializes objects is on the list (``torch.load``, ``typing.get_type_hints``,
+  ``functools.singledispatch``, ``numpy.load``, ``torch.hub``);
+* decorators must be known ones (``triton.jit``, ``triton.autotune``, ``gluon.jit``, ...);
+* what resolves nothing statically is checked by name: private and dunder attributes, attributes
+  that lead out of the program whatever their base (``.tofile``, ``.gi_frame``, ``.os``), builtins
+  that run or reach code by string (``eval``, ``getattr``, ``open``), ``match`` class patterns with
+  keyword attributes, string annotations, assignments into a module.
+
+A file the checker itself cannot read (nested too deeply, say) is the file's failure, said plainly.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
+import importlib
 import io
+import sys
 import tokenize
+import types
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 
@@ -25,9 +43,13 @@ from pathlib import Path
 class Finding:
     line: int  # 1-based line in the file
     code: str  # the offending source line, stripped
-    rule: str  # import, private-attribute, escape-attribute, torch-mode, builtin, dunder-name, module-assignment
+    rule: str  # import, not-allowed, module-value, decorator, private-attribute, escape-attribute,
+    # torch-mode, builtin, dunder-name, module-assignment, match-attribute, string-annotation, unreadable
     message: str  # one sentence for the learner: what is not allowed, why, and what to do instead
 
+
+# --------------------------------------------------------------------------------------------------
+# the allow-list
 
 # The order is the one the import message lists them in.
 _ALLOWED_IN_ORDER = (
@@ -43,49 +65,132 @@ _ALLOWED_IN_ORDER = (
     "course_lib.tuned",
     "course_lib.barriers",
 )
-# Top-level modules, with their submodules (less the escape hatches below), plus exactly course_lib.tuned
-# (the launch configurations two solutions share) and course_lib.barriers (the operations chapter 09's
-# ring yields; the grader replays what they did in its own process). The rest of course_lib is the grader.
 ALLOWED_IMPORTS = frozenset(_ALLOWED_IN_ORDER)
 _ALLOWED_TEXT = ", ".join(_ALLOWED_IN_ORDER[:-1]) + " and " + _ALLOWED_IN_ORDER[-1]
-_COURSE_MODULES = tuple(name.split(".") for name in _ALLOWED_IN_ORDER if name.startswith("course_lib."))
 
-# Private names a task file may one day need (say, one a Triton release makes the only way to do
-# something); each would be reviewed and added here by name.
+# Private names a task file may one day need; each would be reviewed and added here by name.
 ALLOWED_PRIVATE_ATTRIBUTES = frozenset()
 
-# Attribute names that lead out of the kernel and launcher whatever they are looked up on: torch,
-# triton, numpy and the allowed stdlib modules re-export modules of their own (torch.sys, torch.os,
-# dataclasses.inspect, numpy.ctypeslib), and torch's compilers and operator registry replace what
-# an operation does. DisableTorchFunction and DisableTorchFunctionSubclass are caught by the
-# torch-mode markers below, torch.jit by its own rule (triton.jit and gluon.jit are what kernels use).
+EVERYTHING = "*"  # every public name of the module (and of its public submodules listed here)
+
+# What a task file may reach, module by module: the names allowed in each (EVERYTHING: every public
+# one). A module path not listed is not allowed at all. The torch list is what kernels' launchers
+# (allocation, views, shapes) and chapter 10's torch steps (matmuls, gathers, padding) use.
+ALLOWED: dict[str, frozenset[str] | str] = {
+    "math": EVERYTHING,
+    "itertools": EVERYTHING,
+    "functools": frozenset("partial reduce lru_cache cache cached_property wraps total_ordering cmp_to_key".split()),
+    "typing": frozenset(
+        """Any Optional Union Tuple List Dict Set FrozenSet Sequence Mapping Iterable Iterator Callable
+        Literal Final ClassVar NamedTuple TypeVar Generic Protocol TYPE_CHECKING cast overload""".split()
+    ),
+    "dataclasses": frozenset("dataclass field fields replace asdict astuple InitVar".split()),
+    "__future__": frozenset({"annotations"}),
+    "course_lib.tuned": EVERYTHING,
+    "course_lib.barriers": EVERYTHING,
+    "triton": frozenset(
+        """jit autotune heuristics Config cdiv next_power_of_2 constexpr_function must_use_result aggregate
+        reinterpret JITFunction TensorWrapper language experimental tools""".split()
+    ),
+    "triton.language": EVERYTHING,
+    "triton.language.math": EVERYTHING,
+    "triton.language.random": EVERYTHING,
+    "triton.language.standard": EVERYTHING,
+    "triton.language.extra": EVERYTHING,
+    "triton.language.extra.libdevice": EVERYTHING,
+    "triton.language.extra.cuda": EVERYTHING,
+    "triton.experimental": frozenset({"gluon"}),
+    "triton.experimental.gluon": frozenset("jit constexpr_function must_use_result aggregate language nvidia".split()),
+    "triton.experimental.gluon.language": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia.hopper": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia.hopper.tma": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia.hopper.mbarrier": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia.blackwell": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia.blackwell.tma": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia.ampere": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia.ampere.async_copy": EVERYTHING,
+    "triton.experimental.gluon.language.nvidia.ampere.mbarrier": EVERYTHING,
+    "triton.experimental.gluon.nvidia": frozenset({"hopper", "blackwell"}),
+    "triton.experimental.gluon.nvidia.hopper": frozenset({"TensorDescriptor"}),
+    "triton.experimental.gluon.nvidia.blackwell": frozenset({"TensorDescriptor"}),
+    "triton.tools": frozenset({"tensor_descriptor"}),
+    "triton.tools.tensor_descriptor": frozenset({"TensorDescriptor"}),
+    "torch": frozenset(
+        """
+        Tensor Size dtype device Generator finfo iinfo layout memory_format strided contiguous_format
+        channels_last no_grad inference_mode enable_grad set_grad_enabled is_grad_enabled
+        is_tensor is_floating_point is_complex numel result_type promote_types can_cast broadcast_shapes
+        get_default_dtype
+        empty empty_like empty_strided zeros zeros_like ones ones_like full full_like arange linspace eye
+        tensor as_tensor rand rand_like randn randn_like randint randperm
+        reshape transpose permute t narrow select squeeze unsqueeze flatten unflatten split chunk unbind stack
+        cat concat concatenate hstack vstack index_select gather scatter take_along_dim as_strided movedim
+        swapaxes broadcast_to repeat_interleave tile flip roll diagonal diag tril triu masked_select
+        add sub subtract mul multiply div divide true_divide floor_divide matmul mm bmm baddbmm addmm addbmm
+        einsum tensordot dot outer inner exp exp2 expm1 log log2 log1p log10 sqrt rsqrt tanh sigmoid erf erfc
+        abs neg maximum minimum max min amax amin aminmax sum mean var std prod cumsum cumprod softmax
+        log_softmax where clamp clip relu pow square sign floor ceil round trunc fmod remainder isnan isinf
+        isfinite nan_to_num allclose isclose equal eq ne lt le gt ge logical_and logical_or logical_not
+        logical_xor any all argmax argmin topk sort argsort unique bincount count_nonzero nonzero norm dist
+        lerp addcmul addcdiv sin cos reciprocal bitwise_and bitwise_or bitwise_xor bitwise_not
+        float64 float32 float16 bfloat16 half float double int64 int32 int16 int8 uint8 uint16 uint32
+        uint64 bool long int short float8_e4m3fn float8_e5m2 complex64 complex128 cuda nn linalg special fft
+        """.split()
+    ),
+    "torch.nn": frozenset({"functional"}),
+    "torch.nn.functional": EVERYTHING,
+    "torch.linalg": EVERYTHING,
+    "torch.special": EVERYTHING,
+    "torch.fft": EVERYTHING,
+    "torch.cuda": frozenset(
+        """is_available device_count current_device get_device_properties get_device_capability
+        get_device_name synchronize""".split()
+    ),
+    "numpy": frozenset(
+        """float64 float32 float16 int64 int32 int16 int8 uint64 uint32 uint16 uint8 bool_ dtype
+        pi e inf nan prod ceil floor sqrt log2 exp abs maximum minimum isclose allclose""".split()
+    ),
+}
+
+# What no allow-list entry may be, checked when the list is resolved (tests/test_precheck.py): each
+# evaluates strings, unpickles objects, reads or writes files, or swaps a global hook.
+NEVER = (
+    "builtins.eval builtins.exec builtins.compile builtins.open builtins.__import__ pickle.loads pickle.load "
+    "torch.load torch.save torch.from_file torch.compile typing.get_type_hints functools.singledispatch "
+    "numpy.load numpy.save numpy.fromfile"
+).split()
+
+# Attributes of an allowed type that are not allowed anyway: they turn data into files, numpy arrays
+# or mapped memory, outside the kernels' and the grader's sight.
+TYPE_ATTRIBUTES_NEVER = frozenset("from_file numpy tofile dump dumps save loads share_memory_ register_hook".split())
+
+# Attribute names that lead out of the kernel and launcher whatever they are looked up on (a local
+# variable, a call's result): re-exported modules (torch.sys, numpy.ctypeslib), the operating system,
+# torch's compilers and operator registry, files, pickles, and frames (gen.gi_frame.f_globals).
 ESCAPE_ATTRIBUTES = frozenset(
-    {
-        "sys",
-        "os",
-        "modules",
-        "builtins",
-        "ctypes",
-        "ctypeslib",
-        "subprocess",
-        "signal",
-        "threading",
-        "multiprocessing",
-        "importlib",
-        "gc",
-        "inspect",
-        "system",
-        "popen",
-        "kill",
-        "cudart",
-        "cpp_extension",
-        "library",
-        "ops",
-        "overrides",
-        "compile",
-        "driver",  # triton.runtime.driver: the active GPU driver, which can be swapped or made to load binaries
-    }
+    """
+    sys os modules builtins ctypes ctypeslib subprocess signal threading multiprocessing importlib gc inspect
+    system popen spawnv kill cudart cpp_extension library ops overrides compile driver knobs runtime
+    tofile fromfile from_file dump dumps loads numpy pickle marshal serialization hub FileLister FileOpener
+    read_text write_text read_bytes write_bytes unlink rmdir mkdir chmod symlink
+    gi_frame gi_code cr_frame cr_code ag_frame ag_code tb_frame tb_next f_back f_globals f_locals f_builtins
+    f_code co_code co_consts func_globals set_allocator
+    """.split()
 )
+
+# Decorators a task file may use: each is known not to run code of the file's own at import.
+ALLOWED_DECORATORS = frozenset(
+    """
+    triton.jit triton.autotune triton.heuristics triton.constexpr_function triton.must_use_result
+    triton.aggregate triton.experimental.gluon.jit triton.experimental.gluon.constexpr_function
+    triton.experimental.gluon.must_use_result triton.experimental.gluon.aggregate
+    functools.lru_cache functools.cache functools.wraps functools.cached_property functools.total_ordering
+    dataclasses.dataclass typing.overload
+    """.split()
+)
+ALLOWED_BUILTIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property"})
+PROPERTY_PARTS = frozenset({"setter", "getter", "deleter"})
 
 # Torch function and dispatch modes intercept every torch operation, the grader's own checks included.
 _TORCH_MODE_MARKERS = ("TorchFunction", "TorchDispatch", "torch_function", "torch_dispatch", "disable_torch")
@@ -123,13 +228,28 @@ ALLOWED_DUNDER_NAMES = frozenset({"__name__", "__file__", "__doc__"})
 
 _INTERNALS = "private and dunder attributes reach the interpreter's internals; use the public API of torch and triton"
 _ESCAPE = (
-    "it leads out of the kernel and launcher to the interpreter, the operating system or torch's compilers "
-    "(torch and triton re-export such modules); a launcher needs only tensors, triton and its kernels"
+    "it leads out of the kernel and launcher to the interpreter, the operating system, files or torch's "
+    "compilers; a launcher needs only tensors, triton and its kernels"
 )
-_TORCH_JIT = "TorchScript is not graded; kernels are Triton kernels, decorated with @triton.jit"
 _TORCH_MODE = (
     "torch function and dispatch modes change what every torch operation does, the grader's checks included; "
     "compute with your kernels instead"
+)
+_MODULE_VALUE = (
+    "a module is never a value in a task file: use the names you need from it directly "
+    "(import torch.nn.functional as F, then F.pad; or tl.load)"
+)
+_DECORATOR = (
+    "decorators run code at import; a task file may use triton.jit, triton.autotune, triton.heuristics, "
+    "gluon.jit, functools.lru_cache/cache/wraps, dataclasses.dataclass, staticmethod, classmethod and property"
+)
+_MATCH = (
+    "a class pattern with keyword attributes reads attributes by name, out of the pre-check's sight; "
+    "match on values, or read the attributes with obj.attr"
+)
+_STRING_ANNOTATION = (
+    "a string annotation is code the pre-check cannot read, and some tools evaluate it; write the "
+    "annotation without quotes (tl.constexpr), or leave it out"
 )
 # Scopes nested in a function whose names are not the function's own.
 _NESTED_SCOPES = (
@@ -148,72 +268,216 @@ def _is_torch_mode(name: str) -> bool:
     return any(marker in name for marker in _TORCH_MODE_MARKERS)
 
 
-def _attribute_problem(attr: str, base: str | None) -> tuple[str, str] | None:
-    """(rule, reason) when attribute attr of base (a dotted module path, or None when unknown) is an escape hatch."""
-    if _is_torch_mode(attr):
-        return "torch-mode", _TORCH_MODE
-    if attr == "jit" and base is not None and (base == "torch" or base.startswith("torch.")):
-        return "escape-attribute", _TORCH_JIT
-    if attr in ESCAPE_ATTRIBUTES:
-        return "escape-attribute", _ESCAPE
-    if attr.startswith("_") and attr not in ALLOWED_PRIVATE_ATTRIBUTES:
-        return "private-attribute", _INTERNALS
-    return None
+# Modules the checker may import in this process to resolve a name (library code, never the file's).
+_IMPORTABLE = tuple(name for name in ALLOWED if not name.startswith("course_lib")) + (
+    "course_lib.tuned",
+    "course_lib.barriers",
+)
 
 
-def _import_problem(path: str) -> str | None:
-    """The message when the dotted path (a module, or a name imported from one) may not be imported."""
+def _module(path: str):
+    """The module at ``path`` if it is on the allow-list (imported here if need be), else None."""
+    if path not in ALLOWED:
+        return None
+    if path in sys.modules:
+        return sys.modules[path]
+    try:
+        return importlib.import_module(path)
+    except Exception:  # noqa: BLE001 (a module this install lacks, e.g. one of another Triton release)
+        return None
+
+
+_CONSTANT_TYPES = (int, float, complex, str, bytes, bool, type(None))
+
+
+_CONSTANT_CLASSES = frozenset(
+    """torch.dtype torch.layout torch.memory_format triton.language.core.dtype triton.language.core.pointer_type
+    triton.language.core.constexpr numpy.dtype""".split()
+)
+
+
+def _is_constant(obj) -> bool:
+    """Plain data: a number, text, a dtype (torch's, Triton's, numpy's) or a numpy scalar type."""
+    import numpy
+
+    if isinstance(obj, _CONSTANT_TYPES):
+        return True
+    if f"{type(obj).__module__}.{type(obj).__qualname__}" in _CONSTANT_CLASSES:
+        return True
+    return isinstance(obj, type) and issubclass(obj, numpy.generic)
+
+
+class Resolved:
+    """What a dotted path from an import resolves to: an allowed object, or why not."""
+
+    def __init__(self, path: str, obj=None, problem: str | None = None, is_module: bool = False, at: int = -1):
+        self.path, self.obj, self.problem, self.is_module = path, obj, problem, is_module
+        self.at = at  # the index of the name in the path where the walk stopped, for a problem
+
+
+@cache
+def resolve(path: str) -> Resolved:
+    """Walk ``path`` (``torch.nn.functional.pad``) from its module through the allow-list."""
     parts = path.split(".")
-    if parts[0] == "course_lib":
-        if parts[:2] not in [list(m) for m in _COURSE_MODULES]:
-            return (
-                f"{path} is the course's own code: a task file may not import the course's grader; "
-                "from course_lib it may use only course_lib.tuned and course_lib.barriers "
-                "(from course_lib.tuned import row_config)"
-            )
-    elif parts[0] not in ALLOWED_IMPORTS:
-        if importlib.util.find_spec(parts[0]) is None:  # a top-level name: nothing of it runs here
-            return f"there is no module named {parts[0]} (a typo?); a task file may import only {_ALLOWED_TEXT}"
+    # the longest prefix that is an allowed module
+    for cut in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix in ALLOWED:
+            module = _module(prefix)
+            break
+    else:
+        top = parts[0]
+        if top == "course_lib":
+            return Resolved(path, problem=_course_lib_message(path))
+        return Resolved(path, problem=_import_message(top))
+    if module is None:
+        return Resolved(path, problem=f"{prefix} is not available in this installation")
+    obj, where = module, prefix
+    if cut == len(parts):
+        return Resolved(path, obj, is_module=True)
+    for i in range(cut, len(parts)):
+        name = parts[i]
+        if isinstance(obj, types.ModuleType):
+            allowed = ALLOWED.get(where)
+            submodule = f"{where}.{name}"
+            if allowed is None:
+                return Resolved(path, at=i, problem=f"{where} is not on the task file's allow-list")
+            if name.startswith("_") or (allowed != EVERYTHING and name not in allowed):
+                return Resolved(path, at=i, problem=_not_allowed_message(submodule))
+            if submodule in ALLOWED:
+                child = _module(submodule)
+                if child is not None:
+                    obj, where = child, submodule
+                    continue
+            try:
+                obj = getattr(obj, name)
+            except AttributeError:
+                return Resolved(path, at=i, problem=f"{submodule} does not exist (a typo, or a name of another release?)")
+            if isinstance(obj, types.ModuleType):
+                if obj.__name__ not in ALLOWED and submodule not in ALLOWED:
+                    return Resolved(path, at=i, problem=_not_allowed_message(submodule))
+                where = submodule if submodule in ALLOWED else obj.__name__
+            else:
+                where = submodule
+        elif isinstance(obj, type):
+            if name.startswith("_") or name in TYPE_ATTRIBUTES_NEVER:
+                return Resolved(path, at=i, problem=_not_allowed_message(f"{where}.{name}"))
+            try:
+                obj = getattr(obj, name)
+            except AttributeError:
+                return Resolved(path, at=i, problem=f"{where}.{name} does not exist (a typo?)")
+            where = f"{where}.{name}"
+        elif _is_constant(obj):
+            if name.startswith("_"):
+                return Resolved(path, at=i, problem=_not_allowed_message(f"{where}.{name}"))
+            return Resolved(path, obj=None)  # an attribute of a constant (torch.float16.itemsize): data
+        else:
+            return Resolved(path, at=i, problem=_not_allowed_message(f"{where}.{name}"))
+    return Resolved(path, obj, is_module=isinstance(obj, types.ModuleType))
+
+
+def _import_message(top: str) -> str:
+    import importlib.util
+
+    try:
+        exists = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        exists = False
+    if not exists:
+        return f"there is no module named {top} (a typo?); a task file may import only {_ALLOWED_TEXT}"
+    return (
+        f"{top} is not an allowed import: a task file may import only {_ALLOWED_TEXT}; "
+        "the grader runs your kernels and launcher, nothing else"
+    )
+
+
+def _course_lib_message(path: str) -> str:
+    return (
+        f"{path} is the course's own code: a task file may not import the course's grader; "
+        "from course_lib it may use only course_lib.tuned and course_lib.barriers "
+        "(from course_lib.tuned import row_config)"
+    )
+
+
+_WHY_NOT = {
+    "torch.load": "it unpickles objects, which runs code",
+    "torch.save": "it writes files",
+    "torch.from_file": "it maps files into memory",
+    "torch.from_numpy": "it turns numpy arrays, which the grader cannot watch, into tensors",
+    "torch.frombuffer": "it reads raw memory into a tensor",
+    "torch.compile": "it compiles torch code; kernels are Triton kernels",
+    "torch.jit": "TorchScript is not graded; kernels are Triton kernels, decorated with @triton.jit",
+    "torch.hub": "it downloads and imports code",
+    "torch.serialization": "it unpickles objects, which runs code",
+    "torch.utils": "it reaches data loaders, file readers and C++ extensions",
+    "typing.get_type_hints": "it evaluates strings as code",
+    "functools.singledispatch": "it evaluates string annotations as code",
+    "numpy.load": "it reads files and can unpickle objects",
+    "numpy.fromfile": "it reads files",
+    "triton.runtime": "it reaches Triton's driver and launcher internals",
+    "triton.knobs": "it changes how Triton compiles and launches for everyone in the process",
+    "triton.testing": "it times kernels; the grader times them itself",
+}
+
+
+def _why_not(path: str) -> str | None:
+    return next((w for p, w in _WHY_NOT.items() if path == p or path.startswith(p + ".")), None)
+
+
+def _not_allowed_message(path: str) -> str:
+    why = _why_not(path)
+    if why is None:
         return (
-            f"{parts[0]} is not an allowed import: a task file may import only {_ALLOWED_TEXT}; "
-            "the grader runs your kernels and launcher, nothing else"
+            f"{path} is not on the task file's allow-list: a task file uses triton.language (tl), gluon, "
+            "torch's allocation, view and shape functions, and its maths in chapter 10's torch steps"
         )
-    for i in range(1, len(parts)):
-        problem = _attribute_problem(parts[i], ".".join(parts[:i]))
-        if problem:
-            return f"{path} is not an allowed import: {problem[1]}"
-    return None
+    return f"{path} is not allowed: {why}"
 
 
-def _resolve(expr: ast.expr, modules: dict[str, str]) -> str | None:
-    """The dotted path of a chain like tl.core.tensor rooted at an imported name, or None."""
-    if isinstance(expr, ast.Name):
-        return modules.get(expr.id)
-    if isinstance(expr, ast.Attribute):
-        base = _resolve(expr.value, modules)
-        return f"{base}.{expr.attr}" if base else None
-    return None
+def never_allowed() -> list[str]:
+    """The NEVER entries that the allow-list does let through (tests: must be empty)."""
+    leaks = []
+    for path in NEVER:
+        if path.startswith("builtins."):
+            if path.split(".", 1)[1] not in BANNED_BUILTINS:
+                leaks.append(path)
+        elif resolve(path).problem is None:
+            leaks.append(path)
+    return leaks
+
+
+def _decorator_allowed(path: str | None) -> bool:
+    return path in ALLOWED_DECORATORS
+
+
+# --------------------------------------------------------------------------------------------------
+# reading the file
 
 
 def _imported_names(tree: ast.Module) -> dict[str, str]:
-    """Each name the file binds to a module or to something reached from one, with its dotted path."""
+    """Each name the file binds by an import to a module or to something reached from one, with its
+    dotted path (``import triton.language as tl``: tl -> triton.language)."""
     modules = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name.split(".")[0]
                 modules[alias.asname or top] = alias.name if alias.asname else top
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for alias in node.names:
                 if alias.name != "*":
                     modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    # Plain aliases (F = torch.nn.functional), in source order so an alias of an alias resolves.
-    assigns = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset))
-    for node in assigns:
-        path = _resolve(node.value, modules)
-        if path:
-            modules.update((target.id, path) for target in node.targets if isinstance(target, ast.Name))
     return modules
+
+
+def _resolve_chain(expr: ast.expr, modules: dict[str, str]) -> str | None:
+    """The dotted path of a chain like tl.core.tensor rooted at an imported name, or None."""
+    if isinstance(expr, ast.Name):
+        return modules.get(expr.id)
+    if isinstance(expr, ast.Attribute):
+        base = _resolve_chain(expr.value, modules)
+        return f"{base}.{expr.attr}" if base else None
+    return None
 
 
 def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
@@ -250,21 +514,47 @@ class _Checker(ast.NodeVisitor):
         self.lines, self.modules = lines, modules
         self.found: list[tuple[int, int, Finding]] = []  # (line, column, finding), to sort in reading order
         self.functions: list[set[str]] = []  # the local names of each function the visit is inside
+        self.chain_bases: set[int] = set()  # ids of nodes that are the base of an attribute chain
 
     def report(self, line: int, column: int, rule: str, message: str) -> None:
-        self.found.append((line, column, Finding(line, self.lines[line - 1].strip(), rule, message)))
+        code = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        self.found.append((line, column, Finding(line, code, rule, message)))
 
     def is_builtin(self, name: str) -> bool:
         # Only a function's locals hide a builtin for sure: reading one before it is assigned raises
         # UnboundLocalError rather than falling back to the builtin, as module and class names do.
         return not any(name in local for local in self.functions)
 
+    def imported(self, name: str) -> str | None:
+        """The import a name reads here, unless a function's local of that name hides it. An import
+        refused on its own line (import os) resolves nothing: its uses are judged by their names."""
+        if name not in self.modules or not self.is_builtin(name):
+            return None
+        path = self.modules[name]
+        top = path.split(".")[0]
+        if top not in ALLOWED_IMPORTS and ".".join(path.split(".")[:2]) not in ALLOWED_IMPORTS:
+            return None
+        return path
+
+    def chain(self, expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return self.imported(expr.id)
+        if isinstance(expr, ast.Attribute):
+            base = self.chain(expr.value)
+            return f"{base}.{expr.attr}" if base else None
+        return None
+
+    # functions, classes, decorators, annotations --------------------------------------------------
+
     def visit_function(self, node, outer: list[ast.AST | None], body: list[ast.AST]) -> None:
         """A def or lambda: outer (decorators, return annotation), defaults and annotations, then its body."""
         args = node.args
         params = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
+        annotations = [param.annotation for param in params if param.annotation is not None]
+        for annotation in annotations + ([node.returns] if getattr(node, "returns", None) is not None else []):
+            self.check_annotation(annotation)
         # These run in the enclosing scope, where the parameters' names are not bound.
-        outer = [*outer, *args.defaults, *args.kw_defaults, *(param.annotation for param in params)]
+        outer = [*outer, *args.defaults, *args.kw_defaults, *annotations]
         for part in outer:
             if part is not None:
                 self.visit(part)
@@ -275,10 +565,81 @@ class _Checker(ast.NodeVisitor):
             self.visit(statement)
         self.functions.pop()
 
+    def check_annotation(self, annotation: ast.expr) -> None:
+        for node in ast.walk(annotation):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                self.report(
+                    node.lineno,
+                    node.col_offset,
+                    "string-annotation",
+                    f"the string annotation {node.value[:40]!r} is not allowed: {_STRING_ANNOTATION}",
+                )
+                return
+
+    def check_decorators(self, decorators: list[ast.expr]) -> None:
+        for decorator in decorators:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            path = self.chain(target)
+            if path is not None:
+                if not _decorator_allowed(path):
+                    self.report(
+                        decorator.lineno,
+                        decorator.col_offset,
+                        "decorator",
+                        f"@{ast.unparse(target)} is not allowed: {_DECORATOR}",
+                    )
+                continue
+            if isinstance(target, ast.Name) and target.id in ALLOWED_BUILTIN_DECORATORS and self.is_builtin(target.id):
+                continue
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr in PROPERTY_PARTS
+                and isinstance(target.value, ast.Name)
+            ):
+                continue  # @value.setter of a property the class defines
+            self.report(
+                decorator.lineno,
+                decorator.col_offset,
+                "decorator",
+                f"@{ast.unparse(target)[:40]} is not a decorator the grader knows: {_DECORATOR}",
+            )
+
     def check_binding(self, name: str, node: ast.AST) -> None:
         """A function, class or parameter the file defines: __torch_function__ is a torch mode hook."""
         if _is_torch_mode(name):
             self.report(node.lineno, node.col_offset, "torch-mode", f"{name} is not allowed: {_TORCH_MODE}")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.check_binding(node.name, node)
+        self.check_decorators(node.decorator_list)
+        self.visit_function(node, [*node.decorator_list], node.body)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit_function(node, [], [node.body])
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.check_binding(node.name, node)
+        self.check_decorators(node.decorator_list)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.check_annotation(node.annotation)
+        self.generic_visit(node)
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        if node.kwd_attrs:
+            self.report(
+                node.lineno,
+                node.col_offset,
+                "match-attribute",
+                f"case {ast.unparse(node.cls)}({', '.join(a + '=...' for a in node.kwd_attrs)}) is not "
+                f"allowed: {_MATCH}",
+            )
+        self.generic_visit(node)
+
+    # imports ---------------------------------------------------------------------------------------
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -300,11 +661,10 @@ class _Checker(ast.NodeVisitor):
                 node.lineno,
                 node.col_offset,
                 "import",
-                f"relative imports are not allowed: a task file is graded alone and may import only {_ALLOWED_TEXT}",
+                "relative imports are not allowed: a task file is graded alone (no file beside it is ever "
+                f"imported) and may import only {_ALLOWED_TEXT}",
             )
         else:
-            # Each name is checked with its module's path in front (torch.overrides, course_lib.grading),
-            # which checks the module too; from course_lib import tuned is course_lib.tuned.
             for alias in node.names:
                 if alias.name == "*":
                     problem = _import_problem(node.module) or (
@@ -318,19 +678,45 @@ class _Checker(ast.NodeVisitor):
                     self.check_name(alias.asname, node, load=False)
         self.generic_visit(node)
 
+    # names and attributes --------------------------------------------------------------------------
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         # Reported where the attribute's name is, the end of its chain, which may span lines.
         line, column = node.end_lineno, node.end_col_offset
-        problem = _attribute_problem(node.attr, _resolve(node.value, self.modules))
-        if problem:
-            rule, reason = problem
-            # The expression as written when it is short (torch.sys, ().__class__), else just the name.
-            written = ast.unparse(node)
-            self.report(
-                line, column, rule, f"{written if len(written) <= 40 else '.' + node.attr} is not allowed: {reason}"
-            )
+        base = self.chain(node.value)
+        written = ast.unparse(node)
+        shown = written if len(written) <= 40 else "." + node.attr
+        if base is not None and isinstance(node.ctx, ast.Load):  # a store into a module: check_patch
+            self.check_resolved(f"{base}.{node.attr}", node, line, column, shown)
+        else:
+            problem = _attribute_problem(node.attr)
+            if problem:
+                rule, reason = problem
+                self.report(line, column, rule, f"{shown} is not allowed: {reason}")
         self.check_patch(node)
         self.generic_visit(node)
+
+    def check_resolved(self, path: str, node: ast.expr, line: int, column: int, shown: str) -> None:
+        """A chain from an import: its last name must be allowed, and a module only as a base. A chain
+        that goes wrong is reported once, at the name where it does."""
+        name = path.rsplit(".", 1)[-1]
+        if _is_torch_mode(name):
+            self.report(line, column, "torch-mode", f"{shown} is not allowed: {_TORCH_MODE}")
+            return
+        resolved = resolve(path)
+        if resolved.problem is not None:
+            if resolved.at not in (-1, len(path.split(".")) - 1):
+                return  # an earlier name of the chain is the problem: reported at its own attribute
+            if name.startswith("_"):
+                self.report(line, column, "private-attribute", f"{shown} is not allowed: {_INTERNALS}")
+            elif name in ESCAPE_ATTRIBUTES:
+                why = _why_not(path) or _ESCAPE
+                self.report(line, column, "escape-attribute", f"{shown} is not allowed: {why}")
+            else:
+                self.report(line, column, "not-allowed", resolved.problem)
+            return
+        if resolved.is_module and id(node) not in self.chain_bases and isinstance(getattr(node, "ctx", None), ast.Load):
+            self.report(line, column, "module-value", f"{shown} is a module: {_MODULE_VALUE}")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         self.check_patch(node)
@@ -354,6 +740,14 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         self.check_name(node.id, node, isinstance(node.ctx, ast.Load))
+        if isinstance(node.ctx, ast.Load) and id(node) not in self.chain_bases:
+            path = self.imported(node.id)
+            if path is not None:
+                resolved = resolve(path)
+                if resolved.problem is None and resolved.is_module:
+                    self.report(
+                        node.lineno, node.col_offset, "module-value", f"{node.id} is a module ({path}): {_MODULE_VALUE}"
+                    )
         self.generic_visit(node)
 
     def check_name(self, name: str, node: ast.AST, load: bool) -> None:
@@ -361,7 +755,7 @@ class _Checker(ast.NodeVisitor):
         line, column = node.lineno, node.col_offset
         if _is_torch_mode(name):
             self.report(line, column, "torch-mode", f"{name} is not allowed: {_TORCH_MODE}")
-        elif load and name in BANNED_BUILTINS and self.is_builtin(name):
+        elif load and name in BANNED_BUILTINS and self.is_builtin(name) and name not in self.modules:
             self.report(line, column, "builtin", f"the builtin {name} is not allowed: {BANNED_BUILTINS[name]}")
         elif name.startswith("__") and name not in ALLOWED_DUNDER_NAMES:
             self.report(
@@ -372,18 +766,50 @@ class _Checker(ast.NodeVisitor):
                 "of them a task file may use only __name__, __file__ and __doc__",
             )
 
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self.check_binding(node.name, node)
-        self.visit_function(node, [*node.decorator_list, node.returns], node.body)
+    def visit(self, node):  # a visit that marks attribute bases before their attribute is seen
+        if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Attribute, ast.Name)):
+            self.chain_bases.add(id(node.value))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "hasattr"
+            and self.is_builtin("hasattr")
+            and node.args
+        ):
+            # hasattr(tma, "async_load"): asking whether a release has a name gives nothing of the module
+            self.chain_bases.add(id(node.args[0]))
+        return super().visit(node)
 
-    visit_AsyncFunctionDef = visit_FunctionDef
 
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        self.visit_function(node, [], [node.body])
+def _attribute_problem(attr: str) -> tuple[str, str] | None:
+    """(rule, reason) when attribute ``attr`` of something the checker cannot resolve is an escape hatch."""
+    if _is_torch_mode(attr):
+        return "torch-mode", _TORCH_MODE
+    if attr in ESCAPE_ATTRIBUTES:
+        return "escape-attribute", _ESCAPE
+    if attr.startswith("_") and attr not in ALLOWED_PRIVATE_ATTRIBUTES:
+        return "private-attribute", _INTERNALS
+    return None
 
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.check_binding(node.name, node)
-        self.generic_visit(node)
+
+def _import_problem(path: str) -> str | None:
+    """The message when the dotted path (a module, or a name imported from one) may not be imported."""
+    parts = path.split(".")
+    if any(p.startswith("_") and p != "__future__" for p in parts):
+        return f"{path} is not an allowed import: {_INTERNALS}"
+    if parts[0] == "course_lib":
+        if ".".join(parts[:2]) not in ("course_lib.tuned", "course_lib.barriers"):
+            return _course_lib_message(path)
+    elif parts[0] not in ALLOWED_IMPORTS:
+        return _import_message(parts[0])
+    return resolve(path).problem
+
+
+def _decode(data: bytes) -> str:
+    # UTF-8 unless the file declares otherwise, as the import will read it: a coding cookie must not
+    # hide the source from the check.
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
 
 
 def check_source(text: str, filename: str = "<task file>") -> list[Finding]:
@@ -391,30 +817,53 @@ def check_source(text: str, filename: str = "<task file>") -> list[Finding]:
     tree = ast.parse(text, filename)
     # Split where the parser counts lines (str.splitlines also splits at form feeds and the like).
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    checker = _Checker(lines, _imported_names(tree))
+    modules = _imported_names(tree)
+    checker = _Checker(lines, modules)
     checker.visit(tree)
     # A chain such as torch._C._x is reported once per offending name; a finding repeated word for word
     # on one line (from os import path, sep) is said once.
     return list(dict.fromkeys(finding for *_, finding in sorted(checker.found, key=lambda f: f[:2])))
 
 
-def check_file(path) -> list[Finding]:
-    """check_source of the file at path; [] for a file that does not parse, which the grader reports itself."""
-    path = Path(path)
-    data = path.read_bytes()
+TOO_DEEP = (
+    "the file nests too deeply for the grader to read it ({what}): no kernel or launcher needs "
+    "expressions hundreds of levels deep; write it flatter"
+)
+
+
+def check_bytes(data: bytes, filename: str = "<task file>") -> list[Finding]:
+    """check_source of a file's bytes; [] for a file that does not parse (the import reports it, with
+    its line), and a finding, never an exception, for one the checker itself cannot read."""
     try:
-        # UTF-8 unless the file declares otherwise, as the import will read it: a coding cookie
-        # must not hide the source from the check.
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return check_source(data.decode(encoding), str(path))
-    except (SyntaxError, ValueError):  # a bad coding cookie, bytes that do not decode, null bytes
+        text = _decode(data)
+    except (SyntaxError, ValueError):  # a bad coding cookie, bytes that do not decode
         return []
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(limit, 3000))  # an ordinary deep file still checks
+        return check_source(text, filename)
+    except (RecursionError, MemoryError) as e:
+        return [Finding(1, "", "unreadable", TOO_DEEP.format(what=type(e).__name__))]
+    except SyntaxError as e:
+        if "too many nested" in str(e) or "too complex" in str(e):
+            return [Finding(e.lineno or 1, (e.text or "").strip(), "unreadable", TOO_DEEP.format(what=e.msg))]
+        return []
+    except ValueError:  # null bytes
+        return []
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def check_file(path) -> list[Finding]:
+    """check_bytes of the file at path."""
+    return check_bytes(Path(path).read_bytes(), str(path))
 
 
 def describe(findings: list[Finding], filename) -> tuple[str, list[str]]:
     """(summary naming the first finding, detail lines: each finding's place and code, then its message)."""
     name = Path(filename).name
     first = findings[0]
-    summary = f"the task file uses what the grader does not allow: {name} line {first.line}: {first.code}"
+    where = f"{name} line {first.line}: {first.code}" if first.code else name
+    summary = f"the task file uses what the grader does not allow: {where}"
     details = [line for f in findings for line in (f"{name}:{f.line}: {f.code}", f"    {f.message}")]
     return summary, details

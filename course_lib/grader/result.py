@@ -30,6 +30,8 @@ class TaskResult:
     # run of a passing task fails the GPU result on "values" and "checks" (its CPU-mode cases and its
     # checks that watch the kernel run); "raised" may be what the interpreter lacks (inline PTX).
     failed: str = ""
+    # whether the learner's code ran inside the operating-system sandbox (``grader.sandbox``)
+    sandboxed: bool = False
 
     @property
     def passed(self) -> bool:

@@ -3,16 +3,16 @@ outputs come back, with nothing pickled.
 
 The protected process packs every tensor's whole storage into one file (so a view that starts one
 element into its buffer, or rows of a wider matrix, keep their geometry), and describes each tensor
-in plain JSON: region, dtype, size, stride, offset. The worker maps the same file and rebuilds the
-same views; what its kernels store lands in the file, where the protected process reads it.
+in plain JSON: region, dtype, size, stride, offset. The file has no name: its descriptor is passed
+to the worker over their socket, and the worker maps it and rebuilds the same views; what its
+kernels store lands in the file. The protected process reads it back into its own memory, with a
+size check, and judges that copy.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import uuid
-from pathlib import Path
 
 import torch
 
@@ -35,10 +35,6 @@ def _folder() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
 
 
-def _map(path: str, nbytes: int) -> torch.Tensor:
-    return torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
-
-
 def _view(base: torch.Tensor, region: tuple[int, int], meta: dict) -> torch.Tensor:
     offset, nbytes = region
     dtype = DTYPES[meta["dtype"]]
@@ -47,11 +43,19 @@ def _view(base: torch.Tensor, region: tuple[int, int], meta: dict) -> torch.Tens
     return typed.as_strided(meta["size"], meta["stride"], offset // itemsize + meta["offset"])
 
 
-class SharedCase:
-    """The protected side: ``with SharedCase(tensors) as shared: shared.tensors[name] ...``.
+class CaseFileDamaged(Exception):
+    """The case file came back shorter than it was written: the worker truncated it."""
 
-    ``tensors`` maps names to CPU tensors (views of any layout). ``shared.tensors`` holds the same
-    names as views of the shared file, with the same values; ``shared.message`` describes them."""
+
+class SharedCase:
+    """The protected side: ``with SharedCase(tensors) as shared: shared.fd, shared.message``.
+
+    ``tensors`` maps names to CPU tensors (views of any layout). They are written into a file that
+    has no name (created unlinked, readable by this user only: no other process can open it, and no
+    stale file is left behind), whose descriptor is handed to the worker. This process never maps
+    the file: after the worker's reply, ``read_back()`` copies its bytes into private memory, with a
+    size check, so a worker that truncates or rewrites the file can fail its case and nothing more.
+    ``shared.tensors`` holds the same names as views of that private copy."""
 
     def __init__(self, tensors: dict[str, torch.Tensor]):
         storages: dict[int, int] = {}  # storage data_ptr -> region index
@@ -75,21 +79,38 @@ class SharedCase:
                 "stride": list(t.stride()),
                 "offset": t.storage_offset(),
             }
-        self.path = os.path.join(_folder(), f"course-case-{uuid.uuid4().hex}")
         self.nbytes = max(end, ALIGN)
-        with open(self.path, "wb") as f:
-            f.truncate(self.nbytes)
-        self.base = _map(self.path, self.nbytes)
+        self.regions, self.metas = regions, metas
+        self._file = tempfile.TemporaryFile(dir=_folder(), prefix="course-case-")  # 0600, unlinked
+        self.fd = self._file.fileno()
+        os.ftruncate(self.fd, self.nbytes)
         for (offset, nbytes), whole in zip(regions, sources):
-            self.base[offset : offset + nbytes].copy_(whole.view(torch.uint8).reshape(-1)[:nbytes])
-        self.tensors = {name: _view(self.base, regions[m["region"]], m) for name, m in metas.items()}
-        self.message = {"path": self.path, "nbytes": self.nbytes, "regions": regions, "tensors": metas}
+            data = whole.view(torch.uint8).reshape(-1)[:nbytes].contiguous().numpy().tobytes()
+            os.pwrite(self.fd, data, offset)
+        self.tensors = self._views(self.read_back())
+        self.message = {"nbytes": self.nbytes, "regions": regions, "tensors": metas}
+
+    def read_back(self) -> torch.Tensor:
+        """The file's bytes now, copied into private memory; CaseFileDamaged if it is shorter."""
+        buffer = bytearray(self.nbytes)
+        done = 0
+        while done < self.nbytes:
+            chunk = os.pread(self.fd, min(self.nbytes - done, 1 << 30), done)
+            if not chunk:
+                raise CaseFileDamaged(f"the case file holds {done} of its {self.nbytes} bytes")
+            buffer[done : done + len(chunk)] = chunk
+            done += len(chunk)
+        return torch.frombuffer(buffer, dtype=torch.uint8)
+
+    def _views(self, base: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {name: _view(base, self.regions[m["region"]], m) for name, m in self.metas.items()}
+
+    def returned_views(self) -> dict[str, torch.Tensor]:
+        """The tensors as the worker left them, read back into private memory (CaseFileDamaged)."""
+        return self._views(self.read_back())
 
     def close(self) -> None:
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        self._file.close()
 
     def __enter__(self) -> SharedCase:
         return self
@@ -99,13 +120,19 @@ class SharedCase:
 
 
 class MappedCase:
-    """The worker's side of a SharedCase: the same views over the same file, on ``device``.
+    """The worker's side of a SharedCase: the same views over the same file (by its descriptor), on
+    ``device``.
 
     On a GPU each region is copied to the device and back (``copy_back``), whole, so that stores past
     an output and changes to an input reach the protected process too."""
 
-    def __init__(self, message: dict, device: str = "cpu"):
-        self.base = _map(message["path"], message["nbytes"])
+    def __init__(self, message: dict, fd: int, device: str = "cpu"):
+        import mmap
+
+        nbytes = int(message["nbytes"])
+        self._map = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        os.close(fd)
+        self.base = torch.frombuffer(self._map, dtype=torch.uint8)
         self.regions = [tuple(r) for r in message["regions"]]
         self.device = device
         if device == "cpu":
@@ -127,31 +154,28 @@ class MappedCase:
             self.base[o : o + n].copy_(region.cpu())
 
 
-def tensor_from_bytes(meta: dict, data: bytes) -> torch.Tensor:
-    """A returned tensor, rebuilt from its plain description and raw bytes; ValueError when they disagree."""
+def tensor_from_bytes(meta: dict, data: bytes) -> tuple[torch.Tensor, torch.Tensor]:
+    """A returned tensor, rebuilt here from its bytes: (the tensor, the bytes of its whole span).
+
+    ``data`` holds the span of the tensor's storage from its first element to its last (for a 2-D
+    tensor with unit column stride, to the end of its last row: the padding between and after rows
+    included); ``meta`` its dtype, size and stride (``claims.returned`` checked their types). The
+    tensor is a view of a private copy of those bytes: its values and its layout are what the bytes
+    show, whatever the worker's object said of itself. ValueError when they disagree."""
     dtype = DTYPES.get(meta.get("dtype"))
-    shape = meta.get("size")
-    if dtype is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise ValueError(f"not a tensor description: {meta!r}")
+    shape, stride = meta.get("size"), meta.get("stride")
+    if dtype is None or not isinstance(shape, list) or not isinstance(stride, list) or len(shape) != len(stride):
+        raise ValueError(f"not a tensor description: {meta!r:.200}")
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if len(data) % itemsize:
+        raise ValueError(f"{len(data)} bytes are no whole number of {dtype} elements")
     numel = 1
     for s in shape:
         numel *= s
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if len(data) != numel * itemsize:
-        raise ValueError(f"{len(data)} bytes for {numel} elements of {dtype}")
     if numel == 0:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
-
-
-def cleanup_stale(max_age_s: float = 3600) -> None:
-    """Remove case files left by a protected process that was killed (older than ``max_age_s``)."""
-    import time
-
-    now = time.time()
-    for path in Path(_folder()).glob("course-case-*"):
-        try:
-            if now - path.stat().st_mtime > max_age_s:
-                path.unlink()
-        except OSError:
-            pass
+        return torch.empty(shape, dtype=dtype), torch.empty(0, dtype=torch.uint8)
+    extent = 1 + sum((s - 1) * st for s, st in zip(shape, stride))
+    if extent * itemsize > len(data):
+        raise ValueError(f"size {tuple(shape)} and strides {tuple(stride)} reach past the {len(data)} bytes sent")
+    span = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return span.view(dtype).as_strided(shape, stride, 0), span

@@ -45,23 +45,38 @@ def _limit_memory(nbytes: int | None) -> None:
         pass
 
 
-def _layout(t, inputs: dict, meta: dict) -> bytes:
-    """A torch task's returned tensor: its strides, its alignment, whether it shares an input's memory
-    (into ``meta``), and for a 2-D tensor with unit column stride the bytes of its rows' whole span,
-    the padding between rows included (returned; its length in meta["span_nbytes"])."""
-    meta["stride"] = list(t.stride())
+def _limit_files(nbytes: int) -> None:
+    """No file the worker writes (its printed output included) grows past ``nbytes``."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _returned(t, inputs: dict, meta: dict) -> bytes:
+    """A returned tensor, described for the grader: its dtype, size and strides (into ``meta``) and
+    the bytes of its storage from its first element to its last (returned). The grader rebuilds the
+    tensor from those bytes, so its values and layout are what the memory holds. For a 2-D tensor with
+    unit column stride the bytes run to the end of its last row, the padding after it included; also
+    its alignment and whether it shares an input's memory (``check_layout`` of chapter 10's pad_k)."""
+    import torch
+
+    meta["stride"] = [int(s) for s in t.stride()]
     meta["ptr_mod_16"] = int(t.data_ptr() % 16)
     storage = t.untyped_storage()
     meta["shares_input"] = any(
-        x.untyped_storage().data_ptr() == storage.data_ptr() for x in inputs.values() if hasattr(x, "untyped_storage")
+        type(x) is torch.Tensor and x.untyped_storage().data_ptr() == storage.data_ptr() for x in inputs.values()
     )
-    if t.dim() != 2 or t.stride(1) != 1 or t.numel() == 0:
+    if t.numel() == 0:
+        meta["span_nbytes"] = 0
         return b""
     itemsize = t.element_size()
     room = storage.nbytes() // itemsize - t.storage_offset()  # elements from t's first to the storage's end
-    span = max(min(t.shape[0] * t.stride(0), room), 0)
-    import torch
-
+    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+    if t.dim() == 2 and t.stride(1) == 1:
+        span = max(span, min(t.shape[0] * t.stride(0), room))
     raw = t.as_strided((span,), (1,)).detach().to("cpu").contiguous().view(torch.uint8)
     data = raw.numpy().tobytes()
     meta["span_nbytes"] = len(data)
@@ -154,7 +169,10 @@ class _Worker:
         from .. import sources
 
         try:
-            self.module, self.entry = sources.load_file(self.path, self.setup["entry"])
+            # imported by path, its folder left off sys.path: a file beside it is never imported
+            self.module, self.entry = sources.load_file(
+                self.path, self.setup["entry"], shown_as=self.setup.get("display"), add_folder=False
+            )
         except sources.LoadError as e:
             _send(self.conn, {"kind": "load_failed", "status": e.status, "summary": e.summary, "details": e.details})
             return
@@ -172,6 +190,8 @@ class _Worker:
     # one case of a kernel task -------------------------------------------------------------------
 
     def case(self, message: dict) -> None:
+        from multiprocessing import reduction
+
         import torch
 
         from .. import hooks
@@ -179,7 +199,8 @@ class _Worker:
         from .shared import MappedCase, dtype_name
 
         start = time.perf_counter()
-        mapped = MappedCase(message["shared"], "cuda" if self.gpu else "cpu")
+        fd = reduction.recv_handle(self.conn)  # the case's file: it has no name to open
+        mapped = MappedCase(message["shared"], fd, "cuda" if self.gpu else "cpu")
         outputs = set(self.setup["outputs"])
         kwargs = {}
         for name in message["order"]:
@@ -219,21 +240,19 @@ class _Worker:
         data = None
         if reply["error"] is None:
             if not outputs:  # the launcher returns its output
-                if isinstance(returned, torch.Tensor):
+                if type(returned) is torch.Tensor:  # exactly: a subclass may say anything of itself
                     t = returned.detach()
                     reply["returned"] = {"dtype": dtype_name(t.dtype), "size": list(t.shape)}
                     if record is not None:
                         record.outputs = {"returned": t}
                         reply["returned"]["unwritten_by_kernel"] = record.unwritten("returned")
-                    data = t.to("cpu").contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
-                    if torch_task:
-                        span = _layout(t, inputs, reply["returned"])
-                        data += span
+                    data = _returned(t, inputs, reply["returned"])
                 else:
                     reply["returned"] = {"not_a_tensor": type(returned).__name__}
             if record is not None:
                 reply["flow"] = {
                     "unread_inputs": record.unread_inputs(),
+                    "unread_elements": record.unread_elements(),
                     "unwritten_by_kernel": {name: record.unwritten(name) for name in out_views},
                 }
         try:
@@ -293,20 +312,27 @@ class _Worker:
         _send(self.conn, {"kind": "perf_done", "lines": [str(line) for line in lines]})
 
 
-def main(conn, setup: dict, log_path: str) -> None:
-    """The worker process's body (started by ``isolation``)."""
+LOG_LIMIT_BYTES = 256 << 20  # what the worker may print or write to any one file
+
+
+def main(conn, setup: dict, log_path: str | None) -> None:
+    """The worker process's body (started by ``isolation``): unsandboxed, ``log_path`` is where its
+    output goes; in the sandbox (``boot``) its output is that file already."""
     for key in [k for k in os.environ if k.startswith("COURSE_HIDDEN")]:
         del os.environ[key]  # the hidden cases are the protected process's business
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    if log_path is not None:
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
     os.chdir(tempfile.gettempdir())
     # numpy's overflow and divide warnings from inside the interpreter (exp(-z) reaching inf on
     # purpose, say) are not something the learner printed: keep them out of "your code printed"
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
     _limit_memory(setup.get("memory_bytes"))
+    _limit_files(LOG_LIMIT_BYTES)
     # course_lib (imported with this module) installed its hooks before any of the learner's Triton code
     worker = _Worker(conn, setup)
     try:
@@ -317,3 +343,16 @@ def main(conn, setup: dict, log_path: str) -> None:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def boot(fd: int) -> None:
+    """The sandboxed worker's entry (``isolation._boot_argv``): its socket is ``fd``, and its first
+    message is the setup."""
+    from multiprocessing.connection import Connection
+
+    conn = Connection(fd)
+    try:
+        setup = json.loads(conn.recv_bytes(1 << 20).decode())
+    except (EOFError, OSError, ValueError):
+        return
+    main(conn, setup, None)

@@ -1,0 +1,254 @@
+"""The operating-system boundary around a worker that runs someone else's code: bubblewrap.
+
+The worker process runs the learner's file, so it may run anything. Inside this boundary it sees:
+
+* the Python environment and the installed packages (torch, triton, numpy), and course_lib's own
+  folder, all read-only; nothing else of the course's folder (no solutions/, no exercises/);
+* its own copy of the task file, read-only, in a folder of its own;
+* its cases' shared-memory files, by descriptor only (they have no name anywhere);
+* a private, size-limited /tmp (its HOME and Triton cache), a fresh /proc of a PID namespace of its
+  own (no other process), no network, a minimal /dev, and in GPU mode the GPU's device nodes;
+* an environment made here (nothing of the grader's: no COURSE_HIDDEN_CASES, no paths).
+
+Everything else of the machine (the room, other learners, the grader's caches, the hidden-cases
+file, the gradebook) does not exist there. bubblewrap (``bwrap``, Debian and Ubuntu package
+``bubblewrap``) needs no daemon and no root where the kernel allows unprivileged user namespaces;
+run as root, every capability is dropped inside.
+
+Why bubblewrap: it is small, has no daemon, ships in every Linux distribution, and is what Flatpak
+uses for the same job. A container engine needs a daemon and root; firejail is setuid-root and
+larger; seccomp alone hides no files. On macOS and in containers without user namespaces there is
+no such tool: ``available()`` says why, and the grader says what that means (``isolation``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TMP_BYTES = 1 << 30  # the worker's /tmp (Triton's cache, HOME): RAM-backed, so capped
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: sudo apt install bubblewrap; Fedora: sudo dnf install bubblewrap) "
+    "on a Linux machine that allows unprivileged user namespaces (or run the grader as root)"
+)
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    tool: str  # "bubblewrap 0.8.0", or "" when there is none
+    reason: str  # why not, when not ok
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"sandboxed: each learner's code runs in {self.tool} (own files only, no network, no peers)"
+        return f"not sandboxed: {self.reason}"
+
+
+def _bwrap() -> str | None:
+    return os.environ.get("COURSE_BWRAP") or shutil.which("bwrap")
+
+
+@functools.cache
+def _options(bwrap: str) -> frozenset[str]:
+    """The options this bwrap knows (older releases lack --size, --disable-userns)."""
+    try:
+        text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(word for word in text.split() if word.startswith("--"))
+
+
+@functools.cache
+def available() -> Availability:
+    """Whether a sandbox can be made here: bwrap exists and a trial sandbox runs ``true``."""
+    if os.environ.get("COURSE_SANDBOX") == "off":
+        return Availability(False, "", "switched off here (COURSE_SANDBOX=off)")
+    if not sys.platform.startswith("linux"):
+        return Availability(False, "", f"no sandbox on {sys.platform}: the grader's sandbox is Linux's bubblewrap")
+    bwrap = _bwrap()
+    if not bwrap:
+        return Availability(False, "", f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+    try:
+        version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        trial = subprocess.run(
+            [bwrap, *_base_args(bwrap), *_system_binds(), "--", "/bin/sh", "-c", "exit 0"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        return Availability(False, "", f"bubblewrap did not run ({e}): {INSTALL_HINT}")
+    if trial.returncode != 0:
+        said = (trial.stderr or trial.stdout).strip().splitlines()
+        why = said[-1] if said else f"exit code {trial.returncode}"
+        return Availability(
+            False,
+            "",
+            f"bubblewrap is installed but cannot make a sandbox here ({why}); this usually means user "
+            "namespaces are disabled (kernel.unprivileged_userns_clone=0, or a container that forbids them)",
+        )
+    return Availability(True, version or "bubblewrap", "")
+
+
+def _base_args(bwrap: str) -> list[str]:
+    known = _options(bwrap)
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if "--disable-userns" in known:
+        args += ["--unshare-user", "--disable-userns"]  # no namespaces of its own inside
+    return args
+
+
+def _system_binds(tmp_bytes: int | None = None) -> list[str]:
+    """/usr, /etc and the top-level links or folders of a merged-/usr system; /proc, /dev, a /tmp of
+    its own (of ``tmp_bytes`` where bwrap can size it)."""
+    args = []
+    for top in ("/usr", "/etc"):
+        if os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    if tmp_bytes:
+        args += ["--size", str(tmp_bytes)]
+    args += ["--tmpfs", "/tmp"]
+    return args
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+@dataclass
+class View:
+    """What one sandboxed worker may see, besides the system and the Python environment."""
+
+    task_dir: Path  # the task file's private copy (read-only inside)
+    gpu: bool = False  # bind the GPU's device nodes
+    env: dict = field(default_factory=dict)  # the worker's whole environment (besides HOME, TMPDIR, PATH)
+    # folders and files that must not be visible even where they lie inside a folder that is bound
+    # (the course's folder, the room, the caches, the hidden-cases file)
+    hidden: list[Path] = field(default_factory=list)
+    # folders to bind even inside a hidden one (course_lib's package folder, the virtual environment)
+    allowed: list[Path] = field(default_factory=list)
+
+
+def python_folders() -> list[Path]:
+    """The folders the worker's Python needs: its prefixes and every folder on sys.path."""
+    import course_lib
+
+    found = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix)]
+    found.append(Path(os.path.realpath(sys.executable)).parent)
+    found += [Path(p) for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)]
+    found.append(Path(course_lib.__file__).resolve().parent)
+    for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_LIBCUDA_PATH"):
+        found += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p and os.path.isdir(p)]
+    resolved = []
+    for path in found:
+        real = Path(os.path.realpath(path))
+        if real not in resolved:
+            resolved.append(real)
+    return resolved
+
+
+def _binds(view: View) -> list[str]:
+    import course_lib
+
+    hidden = [Path(os.path.realpath(p)) for p in view.hidden]
+    allowed = [Path(os.path.realpath(p)) for p in [*view.allowed, Path(course_lib.__file__).parent]]
+    system = [Path(p) for p in ("/usr", "/etc")]
+    folders = []
+    for path in python_folders():
+        if any(_inside(path, s) for s in system):
+            continue
+        under_hidden = any(_inside(path, h) for h in hidden)
+        if under_hidden and not any(_inside(path, a) for a in allowed):
+            continue  # e.g. the course's own folder on sys.path: only course_lib is bound, below
+        folders.append(path)
+    # bind each folder once, outermost first (a folder inside another comes with it)
+    folders = sorted(set(folders), key=lambda p: len(p.parts))
+    outermost = [p for p in folders if not any(q != p and _inside(p, q) for q in folders)]
+    args = []
+    for path in outermost:
+        args += ["--ro-bind", str(path), str(path)]
+    # anything hidden that a bound folder holds is covered: an empty folder, or /dev/null for a file
+    covered = system + outermost
+    for h in hidden:
+        if not any(_inside(h, c) for c in covered) or any(_inside(a, h) for a in allowed):
+            continue
+        if h.is_dir():
+            args += ["--tmpfs", str(h)]
+        elif h.exists():
+            args += ["--ro-bind", "/dev/null", str(h)]
+    # the course's folder itself, hidden, may hold folders the worker needs (course_lib, .venv): those
+    # were bound above; its other entries (solutions/, exercises/, the room) are not there at all
+    return args
+
+
+def _gpu_binds() -> list[str]:
+    args = []
+    for entry in sorted(Path("/dev").glob("nvidia*")):
+        args += ["--dev-bind", str(entry), str(entry)]
+    if os.path.isdir("/dev/dri"):
+        args += ["--dev-bind", "/dev/dri", "/dev/dri"]
+    return args
+
+
+def command(view: View, argv: list[str]) -> list[str]:
+    """The bwrap command line that runs ``argv`` inside ``view``."""
+    bwrap = _bwrap()
+    if not bwrap:
+        raise RuntimeError(f"bubblewrap is not installed: {INSTALL_HINT}")
+    sized = TMP_BYTES if "--size" in _options(bwrap) else None
+    args = [bwrap, *_base_args(bwrap), *_system_binds(sized)]
+    if os.path.isdir("/sys"):
+        args += ["--ro-bind", "/sys", "/sys"]  # CPU counts, NUMA nodes, the GPU's PCI facts
+    args += _binds(view)
+    args += ["--ro-bind", str(view.task_dir), str(view.task_dir)]
+    if view.gpu:
+        args += _gpu_binds()
+    env = {
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "TRITON_CACHE_DIR": "/tmp/triton-cache",
+        "TRITON_HOME": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **view.env,
+    }
+    args += ["--clearenv"]
+    for key, value in sorted(env.items()):
+        args += ["--setenv", key, str(value)]
+    args += ["--chdir", "/tmp", "--", *argv]
+    return args
+
+
+# the variables of the grader's environment a worker gets, by name or prefix: how Triton, CUDA and
+# torch behave, never where the grader keeps anything
+PASSED_VARIABLES = ("COURSE_MODE", "COURSE_PERF", "TRITON_INTERPRET", "TRITON_DEFAULT_FP_FUSION")
+PASSED_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "OMP_", "MKL_", "LD_LIBRARY_PATH", "TORCH_", "PYTORCH_")
+_NEVER = ("CACHE", "DIR", "PATH_", "HOME", "DUMP", "OVERRIDE")
+
+
+def worker_environment(extra: dict) -> dict:
+    """The environment a sandboxed worker starts with: the grader's settings that change how kernels
+    run, never a path of the grader's (caches, dumps, the hidden cases)."""
+    env = {}
+    for key, value in os.environ.items():
+        if key.startswith("COURSE_HIDDEN"):
+            continue
+        if key in PASSED_VARIABLES or key.startswith(PASSED_PREFIXES):
+            if key != "LD_LIBRARY_PATH" and any(word in key for word in _NEVER):
+                continue
+            env[key] = value
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
