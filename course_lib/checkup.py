@@ -213,6 +213,7 @@ def run() -> list[Finding]:
         found.append(Finding(level, "exercises", f"{detail} ({root / 'exercises'})"))
     else:
         found.append(Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout"))
+    found.append(sandbox_finding())
     try:
         progress.update(lambda data: None)
         found.append(Finding(OK, "progress file", str(progress.progress_path())))
@@ -222,6 +223,21 @@ def run() -> list[Finding]:
         if importlib.util.find_spec(module) is None:
             found.append(Finding(WARN, f"{module} missing", "notebooks need it: pip install -e ."))
     return found
+
+
+def sandbox_finding() -> Finding:
+    """Whether grading someone else's code (a room, another folder) runs in the sandbox here."""
+    from .grader import sandbox
+
+    available = sandbox.available()
+    if available.ok:
+        return Finding(OK, "grading sandbox", f"{available.tool}: a room's code runs sealed (own files only)")
+    return Finding(
+        WARN,
+        "grading sandbox",
+        f"none: {available.reason}. Checking your own exercises works as it is; grading a room needs it "
+        "(or python -m course_lib grade ... --unsandboxed, for files you trust)",
+    )
 
 
 LINE_WIDTH = 100  # a notebook's output area shows about this many characters before it wraps

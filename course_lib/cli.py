@@ -52,6 +52,9 @@ def _cmd_check(args) -> int:
     from . import grader, progress
     from .grader import report
 
+    from . import sources
+    from .grader import sandbox
+
     names = _task_names(args)
     source = args.source or ("solutions" if args.solutions else "exercises")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
@@ -62,6 +65,13 @@ def _cmd_check(args) -> int:
         print(json.dumps([r.to_dict() for r in results], indent=1))
     else:
         print(report.text(results))
+        available = sandbox.available()
+        if not grader.own_work(sources.resolve(source)) and not any(r.sandboxed for r in results):
+            why = available.reason if not available.ok else "COURSE_SANDBOX=off"
+            print(f"note: {sources.display(sources.resolve(source))} was graded without the sandbox ({why})")
+        elif not available.ok and not args.solutions:
+            print(f"note: no sandbox on this machine ({available.reason}): fine for your own work; "
+                  "grading a room needs one")  # fmt: skip
     return 0 if all(report.settled(r) for r in results) else 1
 
 
@@ -72,7 +82,7 @@ def _cmd_grade(args) -> int:
         room = roster.grade_room(
             args.submissions, args.out, args.task, seed=args.seed, timeout=args.timeout, workers=args.jobs,
             hidden=args.hidden, resume=args.resume, speed_points=args.speed_points,
-            progress=False if args.quiet else None,
+            unsandboxed=args.unsandboxed, progress=False if args.quiet else None,
         )  # fmt: skip
     except roster.UsageError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -202,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--speed-points", action="store_true",
         help="GPU only: up to 1 point more per task for speed (min(1, fraction of the roofline / 0.8))",
+    )  # fmt: skip
+    g.add_argument(
+        "--unsandboxed", action="store_true",
+        help="grade without the operating-system sandbox where none can be made (bubblewrap missing): only "
+        "for a room whose every file you trust; the gradebook records it",
     )  # fmt: skip
 
     b = sub.add_parser("bench", help="GPU only: time solutions and baselines; --record writes a JSON record")

@@ -41,6 +41,16 @@ from course_lib import grader, runtime, tasks  # noqa: E402
 
 requires_interpreter = pytest.mark.skipif(not runtime.is_cpu(), reason="checks Triton's interpreter (CPU mode)")
 
+# The grader's operating-system sandbox (bubblewrap). Tests that need it skip on a machine without it,
+# saying why; CI installs it and sets COURSE_TEST_SANDBOX=1, so that there they run or fail.
+from course_lib.grader import sandbox as _sandbox  # noqa: E402
+
+SANDBOX = _sandbox.available()
+requires_sandbox = pytest.mark.skipif(
+    not SANDBOX.ok and os.environ.get("COURSE_TEST_SANDBOX") != "1",
+    reason=f"no grading sandbox here: {SANDBOX.reason}",
+)
+
 
 def task_names() -> list[str]:
     return [t.name for t in tasks.all_tasks()]

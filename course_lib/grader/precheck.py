@@ -352,7 +352,8 @@ def resolve(path: str) -> Resolved:
             try:
                 obj = getattr(obj, name)
             except AttributeError:
-                return Resolved(path, at=i, problem=f"{submodule} does not exist (a typo, or a name of another release?)")
+                missing = f"{submodule} does not exist (a typo, or a name of another release?)"
+                return Resolved(path, at=i, problem=missing)
             if isinstance(obj, types.ModuleType):
                 if obj.__name__ not in ALLOWED and submodule not in ALLOWED:
                     return Resolved(path, at=i, problem=_not_allowed_message(submodule))

@@ -58,7 +58,7 @@ from tqdm import tqdm
 
 from .. import runtime
 from .. import tasks as course_tasks
-from . import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, Job, TaskResult, grade_jobs
+from . import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, Job, TaskResult, grade_jobs, sandbox
 
 __all__ = [
     "BAD_FILE_STATUSES",
@@ -102,6 +102,7 @@ COLUMNS = [
     "cases_passed",
     "cases_total",
     "roofline_fraction",
+    "sandboxed",
 ]
 _INT_COLUMNS = ("seed", "cases_passed", "cases_total")
 _FLOAT_COLUMNS = ("raw_score", "score", "max_score", "seconds")
@@ -292,6 +293,7 @@ def make_row(
     cases_total: int = 0,
     fraction: float | None = None,
     speed_points: bool = False,
+    sandboxed: bool | None = None,
 ) -> dict:
     raw, final, top = score(task, status, fraction, speed_points)
     row = {
@@ -309,6 +311,8 @@ def make_row(
         "cases_passed": int(cases_passed),
         "cases_total": int(cases_total),
         "roofline_fraction": None if fraction is None else round(float(fraction), 4),
+        # whether the learner's code ran in the operating-system sandbox ("" for a file never run)
+        "sandboxed": "" if sandboxed is None else ("yes" if sandboxed else "no"),
     }
     return row
 
@@ -330,7 +334,7 @@ def _typed(row: dict) -> dict:
         elif key == "roofline_fraction":
             value = float(value) if value not in ("", None) else None
         else:
-            value = "" if value is None else str(value)
+            value = _unneutralised("" if value is None else str(value))
         out[key] = value
     return out
 
@@ -350,11 +354,27 @@ def read_rows(path: Path) -> list[dict]:
     return [_typed(row) for row in data]
 
 
+# A spreadsheet reads a cell that starts with one of these as a formula (=HYPERLINK(...) in a learner's
+# folder name, say): such a cell is written with a leading apostrophe, which the spreadsheet shows as text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralised(value):
+    """A text cell a spreadsheet will not run: a leading apostrophe before a formula's first character."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def _unneutralised(value: str) -> str:
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
+
+
 def _csv_text(rows: list[dict], f) -> None:
     writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if row[k] is None else row[k] for k in COLUMNS})
+        writer.writerow({k: "" if row.get(k) is None else neutralised(row[k]) for k in COLUMNS})
 
 
 def _json_text(rows: list[dict], f) -> None:
@@ -400,7 +420,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _md(text: str, limit: int = 160) -> str:
-    return _clip(text, limit).replace("|", "\\|")
+    return neutralised(_clip(text, limit).replace("|", "\\|"))
 
 
 def _num(x: float) -> str:
@@ -528,7 +548,7 @@ class Room:
             if s.failures:
                 count, key, example = s.failures[0]
                 failure = f"`{_md(key, 100)}`"
-                example_text = f"{example['student_id']}: {_md(example['message'])}"
+                example_text = _md(f"{example['student_id']}: {example['message']}", 200)
             else:
                 count, failure, example_text = 0, "-", ""
             out.append(
@@ -548,7 +568,7 @@ class Room:
             out += ["", "## Other failures", ""]
             for task, failures in more:
                 for count, key, example in failures:
-                    out.append(f"- {task}, {count}x: `{_md(key, 100)}` (e.g. {example['student_id']})")
+                    out.append(f"- {task}, {count}x: `{_md(key, 100)}` (e.g. {_md(example['student_id'])})")
         boards = [(task, leaderboard(rows, task, self.times)) for task in self.tasks]
         boards = [(task, board) for task, board in boards if board]
         if boards:
@@ -618,11 +638,16 @@ def grade_room(
     hidden=None,
     resume: bool = False,
     speed_points: bool = False,
+    unsandboxed: bool = False,
     progress: bool | None = None,
     log: Callable[[str], None] = print,
     grade: Callable | None = None,
 ) -> Room:
     """Grade every learner of ``root``; write the CSV/JSON rows and the summary; return the Room.
+
+    Each learner's code runs inside the operating-system sandbox (``sandbox``); where none can be
+    made this refuses (UsageError, saying what to install) unless ``unsandboxed`` says to grade
+    without it, and every row records which way it was graded.
 
     ``grade`` stands in for ``grade_jobs`` (tests). ``progress``: a tqdm bar on stderr (None: when
     stderr is a terminal). ``log`` gets the notes said on the way (resume, speed points). Raises
@@ -633,6 +658,14 @@ def grade_room(
     learners = find_learners(root)
     names = select_tasks(task_names)
     hidden_path = _load_hidden(hidden)
+    available = sandbox.available()
+    if not unsandboxed and not available.ok:
+        raise UsageError(
+            f"cannot grade a room safely here: {available.reason}. Each learner's code must run in a "
+            "sandbox, or one submission can read the solutions and the hidden cases, and change other "
+            "learners' files and grades. Install bubblewrap, or pass --unsandboxed to grade anyway "
+            "(only when you trust every file in the room; the gradebook will say so)"
+        )
     out = Path(out).expanduser()
     csv_path, json_path, summary_path = output_paths(out)
     try:
@@ -662,6 +695,13 @@ def grade_room(
         import secrets
 
         seed = secrets.randbelow(2**31)
+    if unsandboxed:
+        note(
+            "graded WITHOUT the sandbox (--unsandboxed): each learner's code could read and change what "
+            "the grader's user can, other learners' files included; the rows say sandboxed=no"
+        )
+    else:
+        notes.append(f"graded in the sandbox: {available.tool}, one per job (own files only, no network, no peers)")
     gpu = runtime.is_gpu()
     if speed_points and not gpu:
         note("--speed-points needs a GPU (speed is not measured in the interpreter): no speed points given")
@@ -712,7 +752,10 @@ def grade_room(
             with lock:
                 bar.update(1)
 
-        results = grade(jobs, seed=seed, workers=workers, timeout=timeout, on_result=on_result, hidden=hidden_path)
+        results = grade(
+            jobs, seed=seed, workers=workers, timeout=timeout, on_result=on_result, hidden=hidden_path,
+            sandboxed=not unsandboxed,
+        )  # fmt: skip
     results = list(results)
     if len(results) != len(jobs):
         raise RuntimeError(f"the grader gave {len(results)} results for {len(jobs)} jobs")
@@ -726,7 +769,7 @@ def grade_room(
             job.learner, job.task, result.status, result.summary, timestamp=stamp, seed=seed,
             sha256=getattr(result, "file_sha256", "") or hashes[key], seconds=result.seconds,
             cases_passed=result.cases_passed, cases_total=result.cases_total, fraction=fraction,
-            speed_points=speed_points,
+            speed_points=speed_points, sandboxed=getattr(result, "sandboxed", None),
         )  # fmt: skip
         room.results[key] = result
 
