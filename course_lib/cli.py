@@ -49,11 +49,8 @@ def _task_names(args) -> list[str]:
 
 
 def _cmd_check(args) -> int:
-    from . import grader, progress
-    from .grader import report
-
-    from . import sources
-    from .grader import sandbox
+    from . import grader, progress, sources
+    from .grader import report, sandbox
 
     names = _task_names(args)
     source = args.source or ("solutions" if args.solutions else "exercises")
