@@ -1,6 +1,6 @@
 """Chapter 10's capstone tasks, split_user_gemm, pad_k and fused_broadcast: the solutions pass, the stubs
 report TODO, each deliberately wrong submission in tests/wrong/ch10_*/ fails on the cases it should
-with a message that names the mistake, and the checks behind them (torch's FLOP count, the zero padding
+with a message that names the mistake, and the checks behind them (the work count, the zero padding
 with fresh allocations poisoned, the fusion check's probe and judge) tell right from wrong.
 
     python -m course_lib check fused_broadcast --source tests/wrong/ch10_broadcast_materialized
@@ -62,10 +62,13 @@ def _not_aligned(case: tasks.Case) -> bool:
 # None: the case may fail or pass.
 # fmt: off
 WRONG_SUBMISSIONS = {
-    "ch10_concat_gemm": (SPLIT, ("all 8 cases are right, but split_user_gemm does 4.7x the decomposed FLOPs",
-                                 "the user GEMM runs once per candidate", "torch counted 86,016 FLOPs",
-                                 "2*M*N*(U*Ku + B*Kc) = 18,432", "201 GFLOP against 464 GFLOP"),
+    "ch10_concat_gemm": (SPLIT, ("all 8 cases are right, but split_user_gemm does 20.6x the decomposed work",
+                                 "the user GEMM runs once per candidate", "counted 673,792 units of work",
+                                 "aten.bmm 540,672", "2*M*N*(U*Ku + B*Kc) = 32,768", "201 GFLOP against 464 GFLOP"),
                          lambda c: False),
+    # a broadcast multiply and a sum, which a FLOP counter sees as no FLOPs, beside a dummy matmul
+    "ch10_split_mul_sum": (SPLIT, ("split_user_gemm does 19.1x the decomposed work", "once per candidate",
+                                   "aten.mul 262,144", "broadcast multiply and a sum"), lambda c: False),
     # equal groups are right where every user has the same number of candidates (or there is one user)
     "ch10_equal_groups": (SPLIT, ("candidates get another user's part", "b // (B // U)",
                                   "look each candidate's user up in user_of"), _equal_groups_differ),
@@ -93,7 +96,7 @@ WRONG_SUBMISSIONS = {
                                     lambda c: False),
 }
 # fmt: on
-GOOD_SUBMISSIONS = {"ch10_pad_16_elements": PAD}
+GOOD_SUBMISSIONS = {"ch10_pad_16_elements": PAD, "ch10_split_einsum_loop": SPLIT}
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +118,7 @@ def test_solution_passes(graded, task):
     assert result.cases_passed == result.cases_total >= 8
     text = full_text(result)
     expected = {
-        SPLIT: "decomposed: torch counted 18,432 FLOPs",
+        SPLIT: "decomposed: 35,840 units of work counted, 32,768 FLOPs decomposed",
         PAD: "zero padding, also with fresh allocations filled with NaN",
         FUSED: "fused: padded W: 3 launches (pad_rows_kernel, capstone_gemm_kernel, capstone_gemm_kernel)"
         if runtime.is_cpu()
@@ -312,24 +315,47 @@ def test_bench_variants_on_the_cpu():
 
 
 # --------------------------------------------------------------------------------------------------
-# the FLOP check and the zero-padding check: judges on facts, probes on real functions
+# the work check and the zero-padding check: judges on facts, probes on real functions
 
 
-def test_flop_judge():
-    decomposed, naive = ch10.split_flops(ch10.FLOP_PROBE)
-    [(ok, _, _)] = ch10.judge_split_flops({"flops": decomposed, "by_op": {"aten.mm": decomposed}})
+def test_work_judge():
+    decomposed, naive = ch10.split_flops(ch10.WORK_PROBE)
+    facts = {"work": decomposed, "by_op": {"aten.mm": decomposed}, "python_reads": 0}
+    [(ok, _, _)] = ch10.judge_split_work(facts)
     assert ok
-    [(ok, summary, details)] = ch10.judge_split_flops({"flops": naive, "by_op": {"aten.bmm": naive}})
-    assert not ok and "once per candidate" in summary and "aten.bmm 86,016" in details[0]
-    [(ok, summary, details)] = ch10.judge_split_flops({"flops": 0, "by_op": {}})
-    assert not ok and "no matmul FLOPs" in summary and "torch.matmul" in details[-1]
+    [(ok, summary, details)] = ch10.judge_split_work({**facts, "work": naive, "by_op": {"aten.bmm": naive}})
+    assert not ok and "once per candidate" in summary and "aten.bmm 540,672" in details[0]
+    [(ok, summary, _)] = ch10.judge_split_work({**facts, "work": 5 * decomposed})
+    assert not ok and "more than 4x the decomposed" in summary
+    [(ok, summary, details)] = ch10.judge_split_work({**facts, "python_reads": 4096})
+    assert not ok and "read 4,096 tensor values into Python" in summary and "torch.matmul" in details[-1]
 
 
-def test_flop_probe_counts_the_solution_and_the_concat():
+def test_work_count_sees_every_way_of_writing_the_user_gemm():
+    """The count is taken at the dispatcher: a matmul, a broadcast multiply and a sum, a loop of small
+    products and values taken into Python are all counted, whatever the FLOP counter sees."""
+    made = ch10.split_inputs(ch10.WORK_PROBE, torch.Generator().manual_seed(0))
+    w_u, e_user, user_of = made["w"][:, : made["ku"]], made["e_user"], made["user_of"]
+    decomposed, naive = ch10.split_flops(ch10.WORK_PROBE)
+    ways = {
+        "matmul per candidate": lambda: torch.matmul(w_u, e_user[user_of]),
+        "multiply and sum": lambda: (w_u[None, :, :, None] * e_user[user_of][:, None]).sum(2),
+        "loop of products": lambda: torch.stack([w_u @ e_user[u] for u in user_of.tolist()]),
+    }
+    for name, way in ways.items():
+        _, by_op, _ = ch10.count_work(way)
+        assert sum(by_op.values()) >= naive / 2, (name, by_op)
+    _, _, reads = ch10.count_work(lambda: [sum(row) for row in e_user.reshape(-1, 4).tolist()])
+    assert reads == e_user.numel()
+    _, by_op, _ = ch10.count_work(lambda: torch.matmul(w_u, e_user))
+    assert sum(by_op.values()) <= decomposed
+
+
+def test_work_probe_counts_the_solution_and_the_concat():
     module, entry = sources.load_file(sources.task_path(SPLIT, "solutions"), SPLIT)
-    assert ch10.probe_split_flops(module, entry)["flops"] == ch10.split_flops(ch10.FLOP_PROBE)[0]
+    assert ch10.probe_split_work(module, entry)["work"] <= ch10.WORK_FACTOR * ch10.split_flops(ch10.WORK_PROBE)[0]
     module, entry = sources.load_file(WRONG / "ch10_concat_gemm" / "split_user_gemm.py", SPLIT)
-    assert ch10.probe_split_flops(module, entry)["flops"] == ch10.split_flops(ch10.FLOP_PROBE)[1]
+    assert ch10.probe_split_work(module, entry)["work"] >= ch10.split_flops(ch10.WORK_PROBE)[1]
 
 
 def test_pad_probe_sees_garbage_padding():
@@ -486,7 +512,7 @@ def test_aligned_parts_pads_only_what_needs_it():
 def test_hints_come_in_order():
     split, pad, fused = (tasks.get(t).hints for t in TASKS)
     assert len(split) == len(pad) == len(fused) == 4
-    assert "w[:, :ku]" in split[0] and "user_of" in split[2] and "flop_counter" in split[3]
+    assert "w[:, :ku]" in split[0] and "user_of" in split[2] and "counts the work" in split[3]
     assert "872" in pad[0] and "torch.zeros" in pad[1] and "torch.empty" in pad[2]
     assert "user_of_ptr + batch" in fused[0] and "mask" in fused[1] and "float32" in fused[2]
 
