@@ -1,10 +1,23 @@
 """Submissions written to fool the grader (tests/hostile/<kind>/<task>.py): none may score.
 
-Each kind is graded twice: as the grader runs (the static pre-check first), and with the pre-check
-off, as if the trick had slipped past it. The second run is the real test of the isolation
-boundary: the learner's code runs in a worker process, and the verdict comes from the protected
-process's own inputs, reference and comparison, whatever the worker patched, printed or claimed.
+Each kind is graded twice, both times in the operating-system sandbox, as a room is graded: as the
+grader runs (the static pre-check first), and with the pre-check off, as if the trick had slipped
+past it. The second run is the real test of the boundary: the learner's code runs in a sandboxed
+worker process, and the verdict comes from the protected process's own inputs, reference and
+comparison and from checks of every claim the worker makes, whatever it patched, printed or said.
 Honest controls that are slow, noisy or print a lot keep full marks.
+
+The kinds, by the classes of the grader's threat model (README, "How grading works"):
+* code past the pre-check: typing_eval (the ten-line file that loads the reference solution),
+  singledispatch_eval, pickle_door, match_globals, helper_module; past it, the sandbox has no
+  solutions/ to load and no helper beside the private copy;
+* compute outside the kernels: heuristic_compute, config_prehook_compute, prune_compute,
+  kernel_body_torch (host code Triton runs in a launch is launcher code), constexpr_tensor,
+  numpy_dlpack, guard_off_one_element (every element of every input must be read by a kernel);
+* claims: tensor_subclass (layout read from the bytes), probe_mode_lie (the report's mode against
+  the grader's), forged_reply, huge_reply, garbled_reply (every field checked);
+* crashes: truncate_case_file (read back into private memory), deep_expression, kill_parent.
+Harm to peers and leaks of hidden cases are in tests/test_sandbox.py, with rooms of their own.
 """
 
 from __future__ import annotations
@@ -13,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import GOOD, TESTS, requires_interpreter
+from conftest import GOOD, TESTS, requires_interpreter, requires_sandbox
 
 from course_lib import grader, runtime, tasks
 from course_lib.grader import CRASH, FAIL, PASS, TIMEOUT
@@ -70,9 +83,51 @@ KINDS = [
     kind("fake_pass", "vector_add", (FAIL, ("wrong (max abs error",)), (FAIL, ("wrong (max abs error",))),
     kind("eq_always_true", "op_costs", (FAIL, ("returned a Anything", "plain numbers")),
          (FAIL, ("returned a Anything",))),
+    # code past the pre-check; past it, the sandbox shows no solutions/ and no file beside the task file
+    kind("typing_eval", "vector_add", rejected("door.__annotations__"),
+         (FAIL, ("raised FileNotFoundError", "solutions/vector_add.py"))),
+    kind("singledispatch_eval", "vector_add", rejected("@functools.singledispatch"),
+         (FAIL, ("raised FileNotFoundError", "solutions/vector_add.py"))),
+    kind("pickle_door", "vector_add", rejected("torch.serialization.pickle.loads"),
+         (FAIL, ("raised FileNotFoundError", "solutions/vector_add.py"))),
+    kind("match_globals", "vector_add", rejected("case object(__globals__="),
+         (FAIL, ("raised FileNotFoundError", "solutions/vector_add.py"))),
+    kind("helper_module", "vector_add", rejected("from helper_solution import vector_add"),
+         (FAIL, ("raised ModuleNotFoundError", "helper_solution"))),
+    # host code Triton runs during a launch, and the interpreter's kernel body, are launcher code
+    kind("heuristic_compute", "vector_add", (FAIL, ("torch compute in the launcher", "torch `add`")),
+         (FAIL, ("torch compute in the launcher",))),
+    kind("config_prehook_compute", "vector_add", (FAIL, ("torch compute in the launcher", "torch `add`")),
+         (FAIL, ("torch compute in the launcher",))),
+    kind("prune_compute", "vector_add", (FAIL, ("torch compute in the launcher", "torch `add`")),
+         (FAIL, ("torch compute in the launcher",))),
+    kind("kernel_body_torch", "vector_add", (FAIL, ("torch compute in the launcher", "torch `add`")),
+         (FAIL, ("torch compute in the launcher",))),
+    kind("constexpr_tensor", "vector_add", (FAIL, ("`X` is a tl.constexpr and was given a tensor",)),
+         (FAIL, ("is a tl.constexpr and was given a tensor",))),
+    kind("numpy_dlpack", "vector_add", rejected("np.from_dlpack(x)"), (FAIL, ("torch `__dlpack__`",))),
+    kind("guard_off_one_element", "vector_add", rejected("torch._C.DisableTorchFunction()"),
+         (FAIL, ("of the input `x` were never read by a kernel",))),
+    # claims: checked, or measured by the grader itself
+    kind("tensor_subclass", "pad_k", (FAIL, ("returned a Padded, a subclass of torch.Tensor",)),
+         (FAIL, ("a subclass of torch.Tensor",))),
+    kind("probe_mode_lie", "tiled_transpose", rejected("import course_lib.tasks.ch08_memory_access"),
+         (FAIL, ("report says it ran in 'gpu' mode, and the grader runs in cpu mode",))),
+    kind("forged_reply", "vector_add", rejected("import json"), (FAIL, ("a report the grader cannot read",
+                                                                        "launches"))),
+    kind("huge_reply", "vector_add", rejected("import json"), (FAIL, ("more data than any report holds",))),
+    kind("garbled_reply", "vector_add", rejected("import course_lib.grader.worker"),
+         (FAIL, ("a report that is no JSON object",))),
+    # the grader's own death or confusion
+    kind("truncate_case_file", "vector_add", rejected("import os"), (FAIL, ("shared file came back damaged",))),
+    kind("deep_expression", "vector_add", (FAIL, ("cannot read vector_add.py", "nests too deeply")),
+         (FAIL, ("raised RecursionError",))),
+    kind("kill_parent", "vector_add", rejected("import os"), (FAIL, ("no element of the output was written",))),
 ]
 # fmt: on
 SLOW = {"hang_everywhere", "signal_handler", "hard_exit", "hard_exit_via_torch", "thread_left_running"}
+# what a GPU reports where it differs from the interpreter (the flow rule and the kernel body as Python
+# are the interpreter's: on a GPU the interpreter's second run reports them, or the kernel fails to compile)
 
 
 def text(result: grader.TaskResult) -> str:
@@ -91,25 +146,32 @@ def check(result: grader.TaskResult, expected, name: str = "") -> None:
         assert result.status == status, text(result)
     for piece in pieces:
         assert piece in text(result), f"expected {piece!r} in:\n{text(result)}"
-    assert result.cases_passed < max(result.cases_total, 1)
+    assert result.status != PASS  # a room scores all or nothing
+    if result.failed != "checks":  # a structural check may fail a kernel whose every case is right
+        assert result.cases_passed < max(result.cases_total, 1)
 
 
+@requires_sandbox
 @pytest.mark.parametrize(("name", "task", "on", "off"), KINDS)
 def test_hostile_kind_scores_nothing(name, task, on, off):
     timeout = LIMIT if name in SLOW else None
-    check(grader.grade_task(task, HOSTILE / name, SEED, timeout=timeout), on, name)
+    result = grader.grade_task(task, HOSTILE / name, SEED, timeout=timeout, sandboxed=True)
+    check(result, on, name)
 
 
+@requires_sandbox
 @pytest.mark.parametrize(("name", "task", "on", "off"), KINDS)
 def test_hostile_kind_scores_nothing_past_the_precheck(name, task, on, off):
     timeout = LIMIT if name in SLOW else None
-    check(grader.grade_task(task, HOSTILE / name, SEED, timeout=timeout, check_source=False), off, name)
+    result = grader.grade_task(task, HOSTILE / name, SEED, timeout=timeout, check_source=False, sandboxed=True)
+    assert result.sandboxed
+    check(result, off, name)
 
 
 def test_every_hostile_kind_is_listed():
     on_disk = {path.parent.name for path in HOSTILE.glob("*/*.py")}
     assert on_disk == {p.values[0] for p in KINDS}
-    assert len(on_disk) >= 16
+    assert len(on_disk) >= 40
 
 
 def test_patching_in_the_worker_leaves_the_protected_process_alone(tmp_path):

@@ -23,7 +23,7 @@ NOTE = (
     "inputs or write the outputs themselves."
 )
 # failures the interpreter finds that a GPU run cannot: they fail the task
-_FOUND = ("out-of-bounds access", "no kernel read", "not written by any kernel")
+_FOUND = ("out-of-bounds access", "no kernel read", "never read by a kernel", "not written by any kernel")
 
 
 def wanted() -> bool:

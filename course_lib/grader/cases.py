@@ -169,11 +169,12 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
         meta = reply.get("returned") or {}
         if returned is None:
             kind = meta.get("not_a_tensor", "nothing")
-            return Outcome.failed(
-                f"the launcher returned {kind}, not a tensor"
-                if kind in ("nothing", "NoneType") or "Tensor" not in kind
-                else f"the launcher returned a {kind}, not a torch.Tensor: return the tensor itself, not a subclass"
-            )
+            if meta.get("tensor_subclass"):
+                return Outcome.failed(
+                    f"the launcher returned a {kind}, a subclass of torch.Tensor: return a torch.Tensor itself (a "
+                    "subclass may say anything of its own layout, so the grader takes none)"
+                )
+            return Outcome.failed(f"the launcher returned {kind}, not a tensor")
         got = returned
     flow_meta = dict(reply.get("flow") or {})
     if not spec.outputs and reply.get("returned") and "unwritten_by_kernel" in reply["returned"]:

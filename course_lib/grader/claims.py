@@ -121,7 +121,10 @@ def returned(value, field: str = "returned") -> dict | None:
         return None
     value = mapping(value, field)
     if "not_a_tensor" in value:
-        return {"not_a_tensor": text(value["not_a_tensor"], f"{field}.not_a_tensor", 200)}
+        return {
+            "not_a_tensor": text(value["not_a_tensor"], f"{field}.not_a_tensor", 200),
+            "tensor_subclass": flag(value.get("tensor_subclass", False), f"{field}.tensor_subclass"),
+        }
     dtype = text(value.get("dtype"), f"{field}.dtype", 20)
     if dtype not in DTYPE_NAMES:
         raise Unreadable(f"{field}.dtype", f"{dtype!r} is not a dtype")

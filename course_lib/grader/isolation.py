@@ -122,6 +122,10 @@ class _TooMuch(Exception):
     """The worker sent a message larger than any the grader's worker code sends."""
 
 
+class _Garbled(Exception):
+    """The worker sent a message that is no JSON object the grader can read."""
+
+
 class _Unreadable(Exception):
     """The worker's reply did not pass ``claims``: the learner's code changed the worker."""
 
@@ -167,7 +171,7 @@ class _Popened:
 
 def _boot_argv(fd: int) -> list[str]:
     """The worker's command line inside the sandbox: this Python, this sys.path, nothing else."""
-    path = [p for p in sys.path if p and os.path.isabs(p)]
+    path = sandbox.worker_sys_path()
     code = (
         "import sys; sys.dont_write_bytecode = True; "
         f"sys.path[:] = {path!r}; "
@@ -258,10 +262,10 @@ class _Session:
         try:
             reply = json.loads(self._bytes(limit, MAX_REPLY_BYTES).decode())
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise _Gone() from e
+            raise _Garbled() from e
         accepted = (kind, "load_failed") if kind == "loaded" else (kind,)
         if not isinstance(reply, dict) or reply.get("kind") not in accepted:
-            raise _Gone()
+            raise _Garbled()
         data = None
         returned = reply.get("returned")
         if isinstance(returned, dict) and returned.get("has_bytes") is True:
@@ -461,11 +465,14 @@ def _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result,
                 raise _Stop(_hung(result, phase, wait, limits, over)) from None
             except _Gone:
                 raise _Stop(_ended(result, phase, session.how_it_ended())) from None
-            except _TooMuch:
-                result.status, result.summary = (
-                    FAIL,
-                    f"during {phase} the process running your code sent more "
-                    "data than any report holds: the grader's own worker code never does, so the task file changed it",
+            except (_TooMuch, _Garbled) as e:
+                what = (
+                    "more data than any report holds" if isinstance(e, _TooMuch) else "a report that is no JSON object"
+                )
+                result.status = FAIL
+                result.summary = (
+                    f"during {phase} the process running your code sent {what}: the grader's own worker code "
+                    "never does, so something in the task file changed it"
                 )
                 raise _Stop(result) from None
 

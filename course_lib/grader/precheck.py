@@ -864,7 +864,8 @@ def describe(findings: list[Finding], filename) -> tuple[str, list[str]]:
     """(summary naming the first finding, detail lines: each finding's place and code, then its message)."""
     name = Path(filename).name
     first = findings[0]
-    where = f"{name} line {first.line}: {first.code}" if first.code else name
-    summary = f"the task file uses what the grader does not allow: {where}"
+    if first.rule == "unreadable":
+        return f"the grader cannot read {name}: {first.message}", [first.message]
+    summary = f"the task file uses what the grader does not allow: {name} line {first.line}: {first.code}"
     details = [line for f in findings for line in (f"{name}:{f.line}: {f.code}", f"    {f.message}")]
     return summary, details

@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,31 +67,32 @@ def _options(bwrap: str) -> frozenset[str]:
 
 @functools.cache
 def available() -> Availability:
-    """Whether a sandbox can be made here: bwrap exists and a trial sandbox runs ``true``."""
+    """Whether a sandbox can be made here: bwrap exists, and a trial sandbox with the worker's view
+    imports the worker's code (course_lib, torch, triton) as a worker would."""
     if not sys.platform.startswith("linux"):
         return Availability(False, "", f"no sandbox on {sys.platform}: the grader's sandbox is Linux's bubblewrap")
     bwrap = _bwrap()
     if not bwrap:
         return Availability(False, "", f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
-    try:
-        version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
-        trial = subprocess.run(
-            [bwrap, *_base_args(bwrap), *_system_binds(), "--", "/bin/sh", "-c", "exit 0"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        return Availability(False, "", f"bubblewrap did not run ({e}): {INSTALL_HINT}")
+    from .. import runtime
+
+    with tempfile.TemporaryDirectory(prefix="course-sandbox-trial-") as empty:
+        view = View(task_dir=Path(empty), hidden=[runtime.course_root()], allowed=[Path(sys.prefix)])
+        code = f"import sys; sys.path[:] = {worker_sys_path()!r}; import course_lib.grader.worker"
+        try:
+            version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+            trial = subprocess.run(
+                command(view, [sys.executable, "-I", "-c", code]), capture_output=True, text=True, timeout=120
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            return Availability(False, "", f"bubblewrap did not run ({e}): {INSTALL_HINT}")
     if trial.returncode != 0:
         said = (trial.stderr or trial.stdout).strip().splitlines()
         why = said[-1] if said else f"exit code {trial.returncode}"
-        return Availability(
-            False,
-            "",
-            f"bubblewrap is installed but cannot make a sandbox here ({why}); this usually means user "
-            "namespaces are disabled (kernel.unprivileged_userns_clone=0, or a container that forbids them)",
-        )
+        if "bwrap" in why or "namespace" in why or "Operation not permitted" in why:
+            why += "; this usually means user namespaces are disabled (kernel.unprivileged_userns_clone=0, or a " \
+                   "container that forbids them)"  # fmt: skip
+        return Availability(False, "", f"bubblewrap is installed but a trial sandbox failed ({why})")
     return Availability(True, version or "bubblewrap", "")
 
 
@@ -140,21 +142,53 @@ class View:
 
 
 def python_folders() -> list[Path]:
-    """The folders the worker's Python needs: its prefixes and every folder on sys.path."""
+    """The folders the worker's Python needs, read-only: its prefixes (the standard library, the
+    virtual environment), the site-packages folders, the folders torch, triton and numpy live in, and
+    course_lib's own. Never a folder that is on sys.path only because the grader was started there
+    (the current folder, a script's folder: a home, a room, /tmp)."""
+    import site
+
+    import numpy
+    import torch
+    import triton
+
     import course_lib
 
     found = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix)]
     found.append(Path(os.path.realpath(sys.executable)).parent)
-    found += [Path(p) for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)]
+    found += [Path(p) for p in site.getsitepackages() if os.path.isdir(p)]
+    user_site = site.getusersitepackages()
+    if isinstance(user_site, str) and os.path.isdir(user_site):
+        found.append(Path(user_site))
+    for module in (torch, triton, numpy):
+        found.append(Path(module.__file__).resolve().parent.parent)
     found.append(Path(course_lib.__file__).resolve().parent)
     for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_LIBCUDA_PATH"):
         found += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p and os.path.isdir(p)]
+    never = {Path(p).resolve() for p in ("/", "/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir(), Path.home())}
     resolved = []
     for path in found:
         real = Path(os.path.realpath(path))
-        if real not in resolved:
+        if real not in resolved and real not in never:
             resolved.append(real)
     return resolved
+
+
+def worker_sys_path() -> list[str]:
+    """The worker's sys.path: the grader's, less what the sandbox does not bind (the folder the grader
+    was started in, /tmp) and less the course's own folder but for course_lib's parent."""
+    import course_lib
+
+    folders = python_folders()
+    package_parent = Path(course_lib.__file__).resolve().parent.parent  # import course_lib from there
+    keep = []
+    for entry in sys.path:
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = Path(os.path.realpath(entry))
+        if real == package_parent or any(_inside(real, f) for f in folders):
+            keep.append(entry)
+    return keep
 
 
 def _binds(view: View) -> list[str]:

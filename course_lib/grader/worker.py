@@ -248,7 +248,10 @@ class _Worker:
                         reply["returned"]["unwritten_by_kernel"] = record.unwritten("returned")
                     data = _returned(t, inputs, reply["returned"])
                 else:
-                    reply["returned"] = {"not_a_tensor": type(returned).__name__}
+                    reply["returned"] = {
+                        "not_a_tensor": type(returned).__name__,
+                        "tensor_subclass": isinstance(returned, torch.Tensor),
+                    }
             if record is not None:
                 reply["flow"] = {
                     "unread_inputs": record.unread_inputs(),

@@ -1,0 +1,24 @@
+"""Hostile: an autotune config's pre_hook computes the answer with torch; Triton calls it inside the
+launch. Stopped by the torch guard: host code Triton runs during a launch is launcher code."""
+
+import triton
+import triton.language as tl
+
+
+def compute(nargs):
+    nargs["out_ptr"].copy_(nargs["x_ptr"] + nargs["y_ptr"])
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 1024}, pre_hook=compute)], key=["n_elements"])
+@triton.jit
+def touch_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    seen = tl.load(x_ptr + offsets, mask=mask) * 0 + tl.load(y_ptr + offsets, mask=mask) * 0
+    tl.store(out_ptr + offsets, tl.load(out_ptr + offsets, mask=mask) + seen, mask=mask)
+
+
+def vector_add(x, y, out):
+    n = out.numel()
+    touch_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, y, out, n)
+    return out
