@@ -25,6 +25,7 @@ def forged(conn, message, data=None):
 
 worker._send = forged
 
+
 def vector_add(x, y, out):
     copy_kernel[(1,)](x, x, 0, BLOCK_SIZE=16)  # launches a kernel that stores nothing
     return out
