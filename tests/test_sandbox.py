@@ -1,0 +1,324 @@
+"""The operating-system sandbox around a worker that grades someone else's code (grader/sandbox.py).
+
+Arbitrary code runs in these workers (the pre-check is off in every test here): each test shows what
+the sandbox alone holds. A spy submission tries to read the reference solutions, another learner's
+file, the grader's cache and the hidden cases, to write them, to see other processes, to reach the
+network, and to leave a process behind; it reports what it managed by raising, so that its report
+lands in its own result. Everything it aims at is this test's own scratch: a room under tmp_path,
+the session's cache (conftest's COURSE_CACHE), a socket this test opens. A file it might create
+where it must not (were the sandbox broken) is an empty one with a unique name, removed afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import site
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, requires_sandbox, run_course
+
+from course_lib import grader, runtime
+from course_lib.grader import sandbox
+
+pytestmark = requires_sandbox
+SEED = 5
+
+SPY_HEAD = """
+import json, os, socket
+
+TARGETS = {targets!r}
+found = {{}}
+
+
+def attempt(name, fn):
+    try:
+        found[name] = ("done", str(fn())[:200])
+    except Exception as e:  # noqa: BLE001
+        found[name] = ("refused", type(e).__name__)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read(64)
+
+
+def write(path, data=b"# changed by the spy"):
+    with open(path, "wb") as f:
+        f.write(data)
+    return "written"
+
+
+def connect(address):
+    s = socket.create_connection(address, timeout=2)
+    s.close()
+    return "connected"
+
+
+def proc_texts():
+    texts = []
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+        for part in ("environ", "cmdline"):
+            try:
+                texts.append(read(f"/proc/{{pid}}/{{part}}").decode(errors="replace"))
+            except OSError:
+                pass
+    return " ".join(texts)
+"""
+ATTEMPTS = {
+    "read solution": 'read(TARGETS["solution"])',
+    "list course root": 'os.listdir(TARGETS["course_root"])',
+    "read victim": 'read(TARGETS["victim"])',
+    "list room": 'os.listdir(TARGETS["room"])',
+    "read hidden": 'read(TARGETS["hidden"])',
+    "write victim": 'write(TARGETS["victim"])',
+    "write cache": 'write(os.path.join(TARGETS["cache"], "limits-poisoned.json"), b"{}")',
+    "plant in site-packages": 'write(TARGETS["planted"], b"")',
+    "write own task file": "write(__file__)",
+    "signal the grader": 'os.kill(TARGETS["grader_pid"], 0)',
+    "loopback": 'connect(("127.0.0.1", TARGETS["port"]))',
+    "outside": 'connect(("1.1.1.1", 53))',
+    "processes": 'sorted(int(p) for p in os.listdir("/proc") if p.isdigit())',
+    "seen in /proc": "proc_texts()",
+}
+READS = ("read solution", "list course root", "read victim", "list room", "read hidden")
+
+
+def spy_source(targets: dict, attempts=tuple(ATTEMPTS)) -> str:
+    """A task file that makes each attempt at import and raises its findings as JSON."""
+    lines = [SPY_HEAD.format(targets=targets)]
+    lines += [f"attempt({name!r}, lambda: {ATTEMPTS[name]})" for name in attempts]
+    lines.append('raise RuntimeError("SPY" + json.dumps(found) + "YPS")')
+    return "\n".join(lines) + "\n"
+
+
+def spy_report(result: grader.TaskResult) -> dict:
+    text = result.summary + "\n".join(result.details)
+    start, end = text.index("SPY") + 3, text.index("YPS")
+    return json.loads(text[start:end])
+
+
+@pytest.fixture
+def room(tmp_path):
+    """A room of two learners, a hidden-cases file with a secret in its name and contents, and a
+    listening socket: the spy's targets, all this test's own."""
+    token = secrets.token_hex(8)
+    root = tmp_path / "room"
+    (root / "victim").mkdir(parents=True)
+    (root / "spy").mkdir()
+    victim = root / "victim" / "vector_add.py"
+    victim.write_bytes((ROOT / "solutions" / "vector_add.py").read_bytes())
+    hidden = tmp_path / f"hidden-{token}.json"
+    hidden.write_text(json.dumps({"vector_add": [{"shape": [77], "dtype": "float32", "label": f"hidden-{token}"}]}))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.setblocking(False)
+    planted = Path(site.getsitepackages()[0]) / f"course-spy-{token}.pth"
+    cache = runtime.cache_root()
+    cache.mkdir(parents=True, exist_ok=True)
+    targets = {
+        "solution": str(ROOT / "solutions" / "vector_add.py"),
+        "course_root": str(ROOT),
+        "victim": str(victim),
+        "room": str(root),
+        "cache": str(cache),
+        "hidden": str(hidden),
+        "planted": str(planted),
+        "grader_pid": os.getpid(),
+        "port": listener.getsockname()[1],
+    }
+    (root / "spy" / "vector_add.py").write_text(spy_source(targets))
+    yield {"root": root, "token": token, "hidden": hidden, "victim": victim, "listener": listener,
+           "planted": planted, "cache": cache, "targets": targets}  # fmt: skip
+    listener.close()
+    planted.unlink(missing_ok=True)
+
+
+def test_a_sandboxed_worker_reaches_nothing_but_its_own(room, monkeypatch):
+    monkeypatch.setenv("COURSE_HIDDEN_CASES", str(room["hidden"]))
+    before = hashlib.sha256(room["victim"].read_bytes()).hexdigest()
+    result = grader.grade_task(
+        "vector_add", room["root"] / "spy", SEED, hidden=str(room["hidden"]), check_source=False, sandboxed=True
+    )
+    assert result.sandboxed and result.status == "fail"
+    found = spy_report(result)
+    # the course's folder holds only what the worker's Python needs: course_lib (and the venv, if there)
+    assert set(json.loads(found["list course root"][1].replace("'", '"'))) <= {"course_lib", ".venv"}
+    for name in ("read solution", "read victim", "write victim", "list room", "write cache",
+                 "read hidden", "plant in site-packages", "write own task file", "signal the grader", "loopback",
+                 "outside"):  # fmt: skip
+        assert found[name][0] == "refused", (name, found[name])
+    assert found["processes"][0] == "done" and len(json.loads(found["processes"][1])) <= 3  # its own: init, itself
+    assert room["token"] not in found["seen in /proc"][1] and "COURSE_HIDDEN" not in found["seen in /proc"][1]
+    # nothing changed outside, and nothing the grader alone read is in the report or the output
+    assert hashlib.sha256(room["victim"].read_bytes()).hexdigest() == before
+    assert not (room["cache"] / "limits-poisoned.json").exists()
+    assert not room["planted"].exists()
+    with pytest.raises(BlockingIOError):
+        room["listener"].accept()
+    assert room["token"] not in "\n".join([result.summary, *result.details, result.output])
+
+
+def test_the_same_spy_unsandboxed_reaches_what_the_sandbox_hides(room):
+    """The control: without the sandbox (one's own check) the same reads succeed, so what the sandbox
+    holds is the sandbox's doing. Only the reads of this test's own files run here: nothing is
+    written, and no other process is looked at."""
+    (room["root"] / "spy" / "vector_add.py").write_text(spy_source(room["targets"], READS))
+    result = grader.grade_task("vector_add", room["root"] / "spy", SEED, check_source=False, sandboxed=False)
+    found = spy_report(result)
+    assert not result.sandboxed
+    assert {found[name][0] for name in READS} == {"done"}, found
+
+
+def _attacker(victim: Path, cache: Path, marker: str) -> str:
+    return f"""
+import os, subprocess
+for path in ({str(victim)!r}, {str(cache / "limits-cpu.json")!r}):
+    try:
+        with open(path, "w") as f:
+            f.write("broken")
+    except OSError:
+        pass
+subprocess.Popen(["sleep", "300", {marker!r}], start_new_session=True)  # left behind, on purpose
+
+
+def vector_add(x, y, out):
+    return out
+"""
+
+
+def _processes_with(marker: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                    found.append(pid)
+            except OSError:
+                pass
+    return found
+
+
+def test_a_room_graded_together_harms_no_peer_and_leaves_no_process(room):
+    marker = f"course-spy-{room['token']}"
+    attacker = room["root"] / "spy" / "vector_add.py"
+    attacker.write_text(_attacker(room["victim"], room["cache"], marker))
+    before = room["victim"].read_bytes()
+    jobs = [grader.Job(name, "vector_add", room["root"] / name) for name in ("spy", "victim")]
+    results = grader.grade_jobs(jobs, seed=SEED, workers=2, check_source=False, sandboxed=True)
+    spy, victim = results
+    assert spy.status == "fail" and victim.status == "pass", (spy.summary, victim.summary)
+    assert room["victim"].read_bytes() == before
+    assert (
+        not (room["cache"] / "limits-cpu.json").exists()
+        or "broken" not in (room["cache"] / "limits-cpu.json").read_text()
+    )
+    time.sleep(0.5)
+    assert _processes_with(marker) == [], "a process the submission started outlived its sandbox"
+
+
+def test_the_view_binds_no_course_folder_but_course_lib_and_clears_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_HIDDEN_CASES", "/somewhere/hidden.json")
+    monkeypatch.chdir(tmp_path)
+    view = sandbox.View(
+        task_dir=tmp_path,
+        env=sandbox.worker_environment({"COURSE_MODE": "cpu"}),
+        hidden=[runtime.course_root()],
+        allowed=[Path(sys.prefix)],
+    )
+    args = sandbox.command(view, ["python"])
+    binds = [args[i + 1] for i, a in enumerate(args) if a in ("--ro-bind", "--bind", "--dev-bind")]
+    root = str(runtime.course_root())
+    inside = [b for b in binds if b == root or b.startswith(root + os.sep)]
+    assert inside and all(b.startswith((str(ROOT / "course_lib"), sys.prefix)) for b in inside), inside
+    assert str(tmp_path) in binds  # the task folder, read-only
+    assert binds.count(str(tmp_path)) == 1 and "/tmp" not in binds and "/" not in binds
+    assert "--clearenv" in args and "--unshare-all" in args and "--die-with-parent" in args
+    assert "/somewhere/hidden.json" not in args and not any("COURSE_HIDDEN" in a for a in args)
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+
+
+def test_without_a_sandbox_a_room_is_refused_and_graded_only_when_told(tmp_path):
+    room = tmp_path / "room"
+    (room / "ada").mkdir(parents=True)
+    (room / "ada" / "vector_add.py").write_bytes((ROOT / "solutions" / "vector_add.py").read_bytes())
+    out = tmp_path / "grades.csv"
+    no_bwrap = {"COURSE_BWRAP": "/bin/false"}
+    progress = tmp_path / "progress.json"
+    refused = run_course("grade", str(room), "--out", str(out), "--task", "vector_add", progress=progress, env=no_bwrap)
+    assert refused.returncode == 2 and "cannot grade a room safely here" in refused.stderr
+    assert "--unsandboxed" in refused.stderr and not out.exists()
+    graded = run_course(
+        "grade", str(room), "--out", str(out), "--task", "vector_add", "--unsandboxed", progress=progress, env=no_bwrap
+    )
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    rows = out.read_text().splitlines()
+    assert rows[0].endswith(",sandboxed") and rows[1].endswith(",no") and ",pass," in rows[1]
+    assert "WITHOUT the sandbox" in (tmp_path / "grades.summary.md").read_text()
+    checked = run_course("check", "vector_add", "--source", str(room / "ada"), progress=progress, env=no_bwrap)
+    assert checked.returncode == 0 and "was graded without the sandbox" in checked.stdout
+
+
+def test_a_room_is_graded_in_the_sandbox_and_says_so(tmp_path):
+    room = tmp_path / "room"
+    (room / "ada").mkdir(parents=True)
+    (room / "ada" / "vector_add.py").write_bytes((ROOT / "solutions" / "vector_add.py").read_bytes())
+    out = tmp_path / "grades.csv"
+    run = run_course("grade", str(room), "--out", str(out), "--task", "vector_add", progress=tmp_path / "p.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert out.read_text().splitlines()[1].endswith(",yes")
+    assert "graded in the sandbox: bubblewrap" in (tmp_path / "grades.summary.md").read_text()
+
+
+def test_the_doctor_reports_the_sandbox(tmp_path):
+    run = run_course("doctor", progress=tmp_path / "p.json")
+    assert "grading sandbox" in run.stdout and "bubblewrap" in run.stdout
+    missing = run_course("doctor", progress=tmp_path / "p.json", env={"COURSE_BWRAP": "/bin/false"})
+    assert "[warn] grading sandbox" in missing.stdout and "Checking your own exercises works" in missing.stdout.replace(
+        "\n", " "
+    ).replace("  ", " ")
+
+
+def test_a_case_file_has_no_name_and_is_private():
+    from course_lib.grader.shared import SharedCase
+
+    import torch
+
+    with SharedCase({"x": torch.arange(10.0)}) as shared:
+        info = os.fstat(shared.fd)
+        assert info.st_nlink == 0 and info.st_mode & 0o077 == 0  # no name anywhere; this user's alone
+        assert not any(p.name.startswith("course-case-") for p in Path("/dev/shm").iterdir() if p.is_file())
+
+
+def test_stale_job_folders_of_this_user_are_removed(tmp_path, monkeypatch):
+    from course_lib.grader import isolation
+
+    monkeypatch.setattr(isolation, "_private_root", lambda: str(tmp_path))
+    old, new = tmp_path / "course-job-old", tmp_path / "course-job-new"
+    old.mkdir()
+    new.mkdir()
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    isolation.remove_stale_jobs()
+    assert not old.exists() and new.exists()
+
+
+def test_a_worker_left_running_dies_with_its_sandbox(tmp_path):
+    """bwrap's --die-with-parent and PID namespace: killing the sandbox ends everything inside it."""
+    marker = f"course-orphan-{secrets.token_hex(6)}"
+    view = sandbox.View(task_dir=tmp_path, hidden=[runtime.course_root()], allowed=[Path(sys.prefix)])
+    argv = ["/bin/sh", "-c", f"(sleep 300 {marker} &) ; sleep 300"]
+    proc = subprocess.Popen(sandbox.command(view, argv))
+    time.sleep(1.0)
+    assert _processes_with(marker)
+    proc.kill()
+    proc.wait()
+    time.sleep(0.5)
+    assert _processes_with(marker) == []
