@@ -288,9 +288,9 @@ def test_the_doctor_reports_the_sandbox(tmp_path):
 
 
 def test_a_case_file_has_no_name_and_is_private():
-    from course_lib.grader.shared import SharedCase
-
     import torch
+
+    from course_lib.grader.shared import SharedCase
 
     with SharedCase({"x": torch.arange(10.0)}) as shared:
         info = os.fstat(shared.fd)
