@@ -521,7 +521,7 @@ def test_a_room_is_not_graded_without_a_sandbox_unless_the_instructor_says_so(tm
     assert fake.calls[-1]["sandboxed"] is False
     assert {r["sandboxed"] for r in read_csv(tmp_path / "g.csv")} == {"no"}
     summary = (tmp_path / "g.summary.md").read_text()
-    assert "WITHOUT the sandbox" in summary and any("WITHOUT" in n for n in result.notes)
+    assert "- graded WITHOUT the sandbox" in summary and "WITHOUT" in result.sandboxing
 
 
 def test_rows_say_they_were_graded_in_the_sandbox(tmp_path):

@@ -482,6 +482,7 @@ class Room:
     written: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     speed_points: bool = False
+    sandboxing: str = ""  # how the learners' code ran: in the sandbox (which), or without it
 
     @property
     def graded(self) -> int:
@@ -527,6 +528,7 @@ class Room:
             f"- graded {self.timestamp}, {len(self.learners)} learners x {len(self.tasks)} tasks = {len(rows)} rows "
             f"({self.graded} graded now, {len(self.kept)} kept from the last run)",
             f"- seed {self.seed} (`--seed {self.seed}` grades with the same inputs again)",
+            *([f"- {self.sandboxing}"] if self.sandboxing else []),
             f"- total time {self.seconds:.1f} s; grading time summed over the jobs "
             f"{sum(r.seconds for r in self.results.values()):.1f} s",
             "- scoring: all-or-nothing, the task's points for a pass"
@@ -696,12 +698,13 @@ def grade_room(
 
         seed = secrets.randbelow(2**31)
     if unsandboxed:
-        note(
+        sandboxing = (
             "graded WITHOUT the sandbox (--unsandboxed): each learner's code could read and change what "
             "the grader's user can, other learners' files included; the rows say sandboxed=no"
         )
+        log(sandboxing)
     else:
-        notes.append(f"graded in the sandbox: {available.tool}, one per job (own files only, no network, no peers)")
+        sandboxing = f"graded in the sandbox: {available.tool}, one per job (own files only, no network, no peers)"
     gpu = runtime.is_gpu()
     if speed_points and not gpu:
         note("--speed-points needs a GPU (speed is not measured in the interpreter): no speed points given")
@@ -711,7 +714,7 @@ def grade_room(
 
         workers = torch.cuda.device_count() or None
     stamp = _timestamp()
-    room = Room(root, learners, names, [], seed, stamp, notes=notes, speed_points=speed_points)
+    room = Room(root, learners, names, [], seed, stamp, notes=notes, speed_points=speed_points, sandboxing=sandboxing)
 
     # every pair is decided here: a row now (bad file, kept), or a job for the pool
     decided: dict[tuple[str, str], dict] = {}
