@@ -29,7 +29,7 @@ import pytest
 from conftest import GOOD, TESTS, requires_interpreter, requires_sandbox
 
 from course_lib import grader, runtime, tasks
-from course_lib.grader import CRASH, FAIL, PASS, TIMEOUT
+from course_lib.grader import CRASH, FAIL, PASS, STATUSES, TIMEOUT
 
 HOSTILE = TESTS / "hostile"
 SEED = 7
@@ -47,6 +47,9 @@ def rejected(line: str):
 
 
 NOTHING_WRITTEN = (FAIL, ("no element of the output was written",))
+# Code past the pre-check lies about its own process: the pre-check is what holds these, and the run
+# without it is not asserted (it may score; the threat model in the README says why).
+PRECHECK_HOLDS = None
 # fmt: off
 KINDS = [
     kind("patch_compare", "vector_add", rejected("import course_lib.compare"), NOTHING_WRITTEN),
@@ -123,9 +126,30 @@ KINDS = [
     kind("deep_expression", "vector_add", (FAIL, ("cannot read vector_add.py", "nests too deeply")),
          (FAIL, ("raised RecursionError",))),
     kind("kill_parent", "vector_add", rejected("import os"), (FAIL, ("no element of the output was written",))),
+    # found by a red-team review of this grader
+    kind("alias_builtin", "vector_add", rejected("from math import pi as exec"),
+         (FAIL, ("raised FileNotFoundError", "solutions/vector_add.py"))),
+    kind("interpreter_globals", "vector_add", rejected('found = dict(inspect.getmembers(inspect))["builtins"]'),
+         PRECHECK_HOLDS),
+    kind("str_to_ty_eval", "vector_add", rejected("tl.str_to_ty("),
+         (FAIL, ("raised FileNotFoundError", "solutions/vector_add.py"))),
+    kind("storage_python_compute", "vector_add", rejected("x.untyped_storage()"),
+         (FAIL, ("torch compute in the launcher", "torch `untyped_storage`"))),
+    kind("partial_message_hang", "vector_add", rejected("import os"), (TIMEOUT, ("seems to hang",))),
+    kind("spoofed_grader_failure", "vector_add", rejected("import gc"),
+         (FAIL, ("a report the grader cannot read", "'crash' is not how a load ends"))),
+    kind("escape_codes", "vector_add", (FAIL, ("raised RuntimeError: \\x1b[1A\\x1b[2K\\x0dPASS",)),
+         (FAIL, ("\\x1b]52;c;",))),
 ]
 # fmt: on
-SLOW = {"hang_everywhere", "signal_handler", "hard_exit", "hard_exit_via_torch", "thread_left_running"}
+SLOW = {
+    "hang_everywhere",
+    "signal_handler",
+    "hard_exit",
+    "hard_exit_via_torch",
+    "thread_left_running",
+    "partial_message_hang",
+}
 # what a GPU reports where it differs from the interpreter (the flow rule and the kernel body as Python
 # are the interpreter's: on a GPU the interpreter's second run reports them, or the kernel fails to compile)
 
@@ -138,7 +162,11 @@ GPU_ONLY_SAYS = {"no_masks": ((FAIL, CRASH), ())}  # what a GPU reports where it
 
 
 def check(result: grader.TaskResult, expected, name: str = "") -> None:
+    if expected is PRECHECK_HOLDS:
+        assert result.status in STATUSES  # a verdict, and the grader still standing
+        return
     status, pieces = expected
+    assert "\x1b" not in text(result) + result.output  # a learner's control characters are written out
     if runtime.is_gpu() and name in GPU_ONLY_SAYS:
         statuses, pieces = GPU_ONLY_SAYS[name]
         assert result.status in statuses, text(result)
@@ -184,9 +212,11 @@ def test_patching_in_the_worker_leaves_the_protected_process_alone(tmp_path):
     assert not (Path.cwd() / "grades.csv").exists()
 
 
-@pytest.mark.parametrize("task", ["vector_add", "vector_copy"])
-def test_honest_controls_keep_full_marks(task):
-    result = grader.grade_task(task, GOOD / "controls", SEED)
+@requires_sandbox
+@pytest.mark.parametrize(("task", "folder"), [("vector_add", "controls"), ("vector_copy", "controls"),
+                                              ("vector_add", "many_launches")])  # fmt: skip
+def test_honest_controls_keep_full_marks(task, folder):
+    result = grader.grade_task(task, GOOD / folder, SEED, sandboxed=True)
     assert result.status == PASS, text(result)
     assert result.cases_passed == result.cases_total > 0
 

@@ -67,10 +67,11 @@ def proc_texts():
     for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
         for part in ("environ", "cmdline"):
             try:
-                texts.append(read(f"/proc/{{pid}}/{{part}}").decode(errors="replace"))
+                with open(f"/proc/{{pid}}/{{part}}", "rb") as f:
+                    texts.append(f.read().decode(errors="replace"))
             except OSError:
                 pass
-    return " ".join(texts)
+    return " ".join(texts).replace("\\0", " ")
 """
 ATTEMPTS = {
     "read solution": 'read(TARGETS["solution"])',
@@ -78,6 +79,8 @@ ATTEMPTS = {
     "read victim": 'read(TARGETS["victim"])',
     "list room": 'os.listdir(TARGETS["room"])',
     "read hidden": 'read(TARGETS["hidden"])',
+    "read the grader's folder": 'os.listdir(TARGETS["grader_cwd"])',
+    "read /etc/shadow": 'read("/etc/shadow")',
     "write victim": 'write(TARGETS["victim"])',
     "write cache": 'write(os.path.join(TARGETS["cache"], "limits-poisoned.json"), b"{}")',
     "plant in site-packages": 'write(TARGETS["planted"], b"")',
@@ -110,6 +113,8 @@ def room(tmp_path):
     """A room of two learners, a hidden-cases file with a secret in its name and contents, and a
     listening socket: the spy's targets, all this test's own."""
     token = secrets.token_hex(8)
+    (tmp_path / "instructor").mkdir()  # where the instructor starts the grader: it holds their secrets
+    (tmp_path / "instructor" / f"answers-{token}.txt").write_text("the answer key")
     root = tmp_path / "room"
     (root / "victim").mkdir(parents=True)
     (root / "spy").mkdir()
@@ -133,6 +138,7 @@ def room(tmp_path):
         "hidden": str(hidden),
         "planted": str(planted),
         "grader_pid": os.getpid(),
+        "grader_cwd": str(tmp_path / "instructor"),
         "port": listener.getsockname()[1],
     }
     (root / "spy" / "vector_add.py").write_text(spy_source(targets))
@@ -142,8 +148,10 @@ def room(tmp_path):
     planted.unlink(missing_ok=True)
 
 
-def test_a_sandboxed_worker_reaches_nothing_but_its_own(room, monkeypatch):
+def test_a_sandboxed_worker_reaches_nothing_but_its_own(room, monkeypatch, tmp_path):
     monkeypatch.setenv("COURSE_HIDDEN_CASES", str(room["hidden"]))
+    monkeypatch.chdir(tmp_path / "instructor")  # the grader started in a folder of the instructor's
+    monkeypatch.syspath_prepend(str(tmp_path / "instructor"))  # as `python -m` and scripts put it on sys.path
     before = hashlib.sha256(room["victim"].read_bytes()).hexdigest()
     result = grader.grade_task(
         "vector_add", room["root"] / "spy", SEED, hidden=str(room["hidden"]), check_source=False, sandboxed=True
@@ -152,7 +160,8 @@ def test_a_sandboxed_worker_reaches_nothing_but_its_own(room, monkeypatch):
     found = spy_report(result)
     # the course's folder holds only what the worker's Python needs: course_lib (and the venv, if there)
     assert set(json.loads(found["list course root"][1].replace("'", '"'))) <= {"course_lib", ".venv"}
-    for name in ("read solution", "read victim", "write victim", "list room", "write cache",
+    for name in ("read solution", "read victim", "write victim", "list room", "write cache", "read the grader's folder",
+                 "read /etc/shadow",
                  "read hidden", "plant in site-packages", "write own task file", "signal the grader", "loopback",
                  "outside"):  # fmt: skip
         assert found[name][0] == "refused", (name, found[name])

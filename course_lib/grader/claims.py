@@ -8,6 +8,8 @@ fails the task with that (the learner's process sent it), and never crashes on i
 
 from __future__ import annotations
 
+import re
+
 from .result import CRASH, FAIL, TODO
 
 MAX_TEXT = 20_000  # characters in one message or detail line
@@ -23,9 +25,21 @@ class Unreadable(ValueError):
         self.field, self.why = field, why
 
 
+# Control characters (an escape sequence moves the cursor, rewrites a terminal's line or title, or
+# writes its clipboard): shown as visible escapes, so that a learner's text cannot pose as the
+# grader's own lines in an instructor's terminal, CSV or summary.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(value: str) -> str:
+    """``value`` with its control characters (but newline and tab) written as escapes (\\x1b)."""
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
 def text(value, field: str, limit: int = MAX_TEXT) -> str:
     if not isinstance(value, str):
         raise Unreadable(field, f"a {type(value).__name__} where text belongs")
+    value = visible(value)
     return value if len(value) <= limit else value[:limit] + " ..."
 
 
@@ -98,8 +112,8 @@ def loaded(reply: dict) -> dict:
     if kind == "loaded":
         return {"kind": kind}
     status = text(reply.get("status", FAIL), "status", 20)
-    if status not in STATUSES:
-        raise Unreadable("status", f"{status!r} is not a status")
+    if status not in (FAIL, TODO):  # a file that does not load is unfinished or wrong, nothing else
+        raise Unreadable("status", f"{status!r} is not how a load ends")
     return {
         "kind": kind,
         "status": status,
@@ -153,7 +167,8 @@ def case_done(reply: dict, inputs: dict[str, int], outputs: dict[str, int]) -> d
     out = {
         "kind": "case_done",
         "error": error(reply.get("error")),
-        "launches": texts(reply.get("launches", []), "launches"),
+        "launches": texts(reply.get("launches", []), "launches"),  # each kernel's name once
+        "launch_count": count(reply.get("launch_count", 0), "launch_count"),
         "seconds": number(reply.get("seconds", 0.0), "seconds"),
         "returned": returned(reply.get("returned")),
         "flow": None,

@@ -24,8 +24,10 @@ import hashlib
 import json
 import multiprocessing
 import os
+import select
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -214,11 +216,10 @@ class _Session:
             allowed=[Path(sys.prefix)],
         )
         fd = theirs.fileno()
-        command = sandbox.command(view, _boot_argv(fd))
         log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            popen = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=[fd], close_fds=True
+            popen = sandbox.start(
+                view, _boot_argv(fd), pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
         finally:
             os.close(log)
@@ -238,22 +239,43 @@ class _Session:
         except (OSError, ValueError) as e:
             raise _Gone() from e
 
-    def _bytes(self, limit: float, most: int) -> bytes:
-        if not self.receive.poll(max(limit, 0.0)):
-            if not self.proc.is_alive():
+    def _exactly(self, n: int, deadline: float) -> bytes:
+        """``n`` bytes from the worker by ``deadline`` (_Late), or _Gone if it closes its end first."""
+        fd = self.receive.fileno()
+        chunks, got = [], 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                if not self.proc.is_alive():
+                    raise _Gone()
+                raise _Late()
+            try:
+                chunk = os.read(fd, min(n - got, 1 << 20))
+            except OSError as e:
+                raise _Gone() from e
+            if not chunk:
                 raise _Gone()
-            raise _Late()
-        try:
-            return self.receive.recv_bytes(most)
-        except OSError as e:
-            if "bad message length" in str(e):
-                raise _TooMuch() from e
-            raise _Gone() from e
-        except EOFError as e:
-            raise _Gone() from e
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
 
-    def ask(self, message: dict | None, limit: float, kind: str, fd: int | None = None) -> tuple[dict, bytes | None]:
-        """Send ``message`` (and the descriptor ``fd``) and wait up to ``limit`` seconds for a reply of ``kind``."""
+    def _bytes(self, limit: float, most: int) -> bytes:
+        """One message (multiprocessing's framing: a 4-byte length, -1 then 8 bytes for a huge one),
+        each byte of it by the deadline: a worker that sends half a message and stops is hung, not
+        waited for forever; one that announces more than ``most`` bytes is refused unread."""
+        deadline = time.monotonic() + max(limit, 0.0)
+        (size,) = struct.unpack("!i", self._exactly(4, deadline))
+        if size == -1:
+            (size,) = struct.unpack("!Q", self._exactly(8, deadline))
+        if size < 0 or size > most:
+            raise _TooMuch()
+        return self._exactly(size, deadline)
+
+    def ask(
+        self, message: dict | None, limit: float, kind: str, fd: int | None = None, most_data: int | None = None
+    ) -> tuple[dict, bytes | None]:
+        """Send ``message`` (and the descriptor ``fd``) and wait up to ``limit`` seconds for a reply of
+        ``kind``; a returned tensor's bytes (at most ``most_data``) follow within the same time."""
         if message is not None:
             self.send(message)
         if fd is not None:
@@ -269,7 +291,8 @@ class _Session:
         data = None
         returned = reply.get("returned")
         if isinstance(returned, dict) and returned.get("has_bytes") is True:
-            data = self._bytes(max(deadline - time.monotonic(), 1.0), claims.MAX_RETURNED_BYTES)
+            most = claims.MAX_RETURNED_BYTES if most_data is None else most_data
+            data = self._bytes(max(deadline - time.monotonic(), 1.0), most)
         return reply, data
 
     def close(self) -> str:
@@ -304,6 +327,7 @@ def _read_tail(path: str, limit: int = 4000) -> str:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
+    text = claims.visible(text)
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
@@ -452,11 +476,11 @@ def _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result,
     budget = time.monotonic() + limits.task_s
     try:
 
-        def ask(message, limit, kind, fd=None):
+        def ask(message, limit, kind, fd=None, most_data=None):
             began = time.perf_counter()
             wait = min(limit, max(budget - time.monotonic(), 0.5))
             try:
-                answer = session.ask(message, wait, kind, fd)
+                answer = session.ask(message, wait, kind, fd, most_data)
                 if clock is not None:
                     clock.add(kind, time.perf_counter() - began)
                 return answer
@@ -604,7 +628,9 @@ def _one_case(spec, case, case_seed: int, ask, checked, limit: float) -> case_to
     prepared = case_tools.prepare(spec, case, case_seed)
     with SharedCase(prepared.tensors) as shared:
         message = {"kind": "case", "shared": shared.message, "order": prepared.order, "values": prepared.values}
-        reply, data = ask(message, limit, "case_done", fd=shared.fd)
+        # a returned tensor is the size of the case's tensors, give or take padding: never more than this
+        most = 16 * shared.nbytes + (1 << 20)
+        reply, data = ask(message, limit, "case_done", fd=shared.fd, most_data=most)
         sizes = {name: t.numel() for name, t in shared.tensors.items()}
         outputs = {name: sizes[name] for name in spec.outputs if name in sizes}
         inputs = {name: n for name, n in sizes.items() if name not in spec.outputs and not name.endswith("(guarded)")}

@@ -29,9 +29,12 @@ A file the checker itself cannot read (nested too deeply, say) is the file's fai
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import io
+import symtable
 import sys
+import textwrap
 import tokenize
 import types
 from dataclasses import dataclass
@@ -153,6 +156,9 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     ),
 }
 
+# Names of modules allowed whole that are not allowed anyway: str_to_ty evaluates part of its string.
+NOT_ALLOWED = frozenset({"triton.language.str_to_ty", "triton.experimental.gluon.language.str_to_ty"})
+
 # What no allow-list entry may be, checked when the list is resolved (tests/test_precheck.py): each
 # evaluates strings, unpickles objects, reads or writes files, or swaps a global hook.
 NEVER = (
@@ -175,7 +181,7 @@ ESCAPE_ATTRIBUTES = frozenset(
     tofile fromfile from_file dump dumps loads numpy pickle marshal serialization hub FileLister FileOpener
     read_text write_text read_bytes write_bytes unlink rmdir mkdir chmod symlink
     gi_frame gi_code cr_frame cr_code ag_frame ag_code tb_frame tb_next f_back f_globals f_locals f_builtins
-    f_code co_code co_consts func_globals set_allocator
+    f_code co_code co_consts func_globals set_allocator untyped_storage storage
     """.split()
 )
 
@@ -246,6 +252,10 @@ _DECORATOR = (
 _MATCH = (
     "a class pattern with keyword attributes reads attributes by name, out of the pre-check's sight; "
     "match on values, or read the attributes with obj.attr"
+)
+_UNDEFINED = (
+    "a task file may use only the names it imports or defines and Python's builtins; some tools put names "
+    "of their own among a module's globals (Triton's interpreter does), and those are not the file's"
 )
 _STRING_ANNOTATION = (
     "a string annotation is code the pre-check cannot read, and some tools evaluate it; write the "
@@ -342,7 +352,7 @@ def resolve(path: str) -> Resolved:
             submodule = f"{where}.{name}"
             if allowed is None:
                 return Resolved(path, at=i, problem=f"{where} is not on the task file's allow-list")
-            if name.startswith("_") or (allowed != EVERYTHING and name not in allowed):
+            if name.startswith("_") or (allowed != EVERYTHING and name not in allowed) or submodule in NOT_ALLOWED:
                 return Resolved(path, at=i, problem=_not_allowed_message(submodule))
             if submodule in ALLOWED:
                 child = _module(submodule)
@@ -445,6 +455,54 @@ def never_allowed() -> list[str]:
         elif resolve(path).problem is None:
             leaks.append(path)
     return leaks
+
+
+def audit() -> list[str]:
+    """The allowed functions (and the methods of allowed types) whose own source calls something that
+    runs a string or unpickles (eval, exec, pickle.loads, ...). tests/test_precheck.py keeps it empty:
+    a new release that adds such a function to triton.language is caught there, not in a room."""
+    import inspect
+
+    found = []
+    for module_path, names in ALLOWED.items():
+        module = _module(module_path)
+        if module is None:
+            continue
+        public = [n for n in dir(module) if not n.startswith("_")] if names == EVERYTHING else sorted(names)
+        for name in public:
+            path = f"{module_path}.{name}"
+            if path in NOT_ALLOWED or path in ALLOWED:
+                continue
+            obj = getattr(module, name, None)
+            functions = [obj]
+            if isinstance(obj, type):
+                functions = list(vars(obj).values())
+            for fn in functions:
+                fn = getattr(fn, "__func__", fn)
+                fn = getattr(fn, "fn", fn)  # a builtin of triton.language wraps its function
+                if not inspect.isfunction(fn):
+                    continue
+                try:
+                    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+                except (OSError, TypeError, SyntaxError, IndentationError):
+                    continue
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Call) and _runs_a_string(node):
+                        found.append(f"{path} calls {ast.unparse(node.func)}()")
+    return sorted(set(found))
+
+
+def _runs_a_string(call: ast.Call) -> bool:
+    """eval/exec/compile of anything; an import or unpickling of anything but a fixed name."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    base = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
+    fixed = bool(call.args) and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)
+    if isinstance(func, ast.Name) and name in ("eval", "exec", "compile"):
+        return True
+    if name in ("__import__", "import_module", "run_path", "run_module"):
+        return not fixed
+    return name in ("load", "loads") and base in ("pickle", "marshal", "cloudpickle", "dill", "torch", "np", "numpy")
 
 
 def _decorator_allowed(path: str | None) -> bool:
@@ -675,8 +733,7 @@ class _Checker(ast.NodeVisitor):
                     problem = _import_problem(f"{node.module}.{alias.name}")
                 if problem:
                     self.report(node.lineno, node.col_offset, "import", problem)
-                if alias.asname:
-                    self.check_name(alias.asname, node, load=False)
+                self.check_name(alias.asname or alias.name, node, load=False)
         self.generic_visit(node)
 
     # names and attributes --------------------------------------------------------------------------
@@ -754,9 +811,14 @@ class _Checker(ast.NodeVisitor):
     def check_name(self, name: str, node: ast.AST, load: bool) -> None:
         """A name read or bound as a variable (an import's alias binds one: import torch as __builtins__)."""
         line, column = node.lineno, node.col_offset
+        if not load and isinstance(node, (ast.Import, ast.ImportFrom)) and name in BANNED_BUILTINS:
+            self.report(line, column, "builtin",
+                        f"import ... as {name} is not allowed: it takes the name of the builtin {name}, which "
+                        f"the pre-check watches ({BANNED_BUILTINS[name]}); choose another name")  # fmt: skip
+            return
         if _is_torch_mode(name):
             self.report(line, column, "torch-mode", f"{name} is not allowed: {_TORCH_MODE}")
-        elif load and name in BANNED_BUILTINS and self.is_builtin(name) and name not in self.modules:
+        elif load and name in BANNED_BUILTINS and self.is_builtin(name):
             self.report(line, column, "builtin", f"the builtin {name} is not allowed: {BANNED_BUILTINS[name]}")
         elif name.startswith("__") and name not in ALLOWED_DUNDER_NAMES:
             self.report(
@@ -821,9 +883,39 @@ def check_source(text: str, filename: str = "<task file>") -> list[Finding]:
     modules = _imported_names(tree)
     checker = _Checker(lines, modules)
     checker.visit(tree)
+    checker.found += _undefined_names(text, filename, tree, lines)
     # A chain such as torch._C._x is reported once per offending name; a finding repeated word for word
     # on one line (from os import path, sep) is said once.
     return list(dict.fromkeys(finding for *_, finding in sorted(checker.found, key=lambda f: f[:2])))
+
+
+def _undefined_names(text: str, filename: str, tree: ast.Module, lines: list[str]) -> list[tuple[int, int, Finding]]:
+    """Names the file reads as globals but never binds: neither imported, assigned nor defined at module
+    level (or declared global and assigned in a function), nor one of Python's builtins."""
+    try:
+        top = symtable.symtable(text, filename, "exec")
+    except SyntaxError:
+        return []  # the import reports it, with its line
+    bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    tables, read = [top], set()
+    while tables:
+        table = tables.pop()
+        tables.extend(table.get_children())
+        for sym in table.get_symbols():
+            if table is not top and sym.is_declared_global() and sym.is_assigned():
+                bound.add(sym.get_name())
+            if sym.is_referenced() and sym.is_global() and not (table is top and sym.is_local()):
+                read.add(sym.get_name())
+    known = bound | set(dir(builtins)) | ALLOWED_DUNDER_NAMES
+    missing = {name for name in read - known if not name.startswith("__")}  # dunders: their own rule
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in missing:
+            code = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+            message = f"`{node.id}` is not defined in this file: {_UNDEFINED}"
+            found.append((node.lineno, node.col_offset, Finding(node.lineno, code, "undefined-name", message)))
+            missing.discard(node.id)  # once, where it is first read
+    return found
 
 
 TOO_DEEP = (
@@ -842,6 +934,7 @@ def check_bytes(data: bytes, filename: str = "<task file>") -> list[Finding]:
     limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(limit, 3000))  # an ordinary deep file still checks
+        compile(text, filename, "exec", dont_inherit=True)  # compiled, never run: a SyntaxError is the import's
         return check_source(text, filename)
     except (RecursionError, MemoryError) as e:
         return [Finding(1, "", "unreadable", TOO_DEEP.format(what=type(e).__name__))]

@@ -32,6 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+PACKAGE = Path(__file__).resolve().parent.parent  # course_lib's own folder, bound read-only
 TMP_BYTES = 1 << 30  # the worker's /tmp (Triton's cache, HOME): RAM-backed, so capped
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: sudo apt install bubblewrap; Fedora: sudo dnf install bubblewrap) "
@@ -104,13 +105,31 @@ def _base_args(bwrap: str) -> list[str]:
     return args
 
 
-def _system_binds(tmp_bytes: int | None = None) -> list[str]:
-    """/usr, /etc and the top-level links or folders of a merged-/usr system; /proc, /dev, a /tmp of
-    its own (of ``tmp_bytes`` where bwrap can size it)."""
+# What of /etc a worker's Python, torch, Triton (its C compiler, ldconfig) and CUDA read. Not the rest:
+# a grader run as root would otherwise let a submission read /etc/shadow and the like.
+ETC_ENTRIES = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group", "nsswitch.conf",
+    "localtime", "os-release", "hosts", "protocols", "services", "mime.types",
+)  # fmt: skip
+ETC_PATTERNS = ("python3*", "nvidia*", "OpenCL", "vulkan", "glvnd")
+
+
+def _etc_binds() -> list[str]:
     args = []
-    for top in ("/usr", "/etc"):
-        if os.path.isdir(top):
-            args += ["--ro-bind", top, top]
+    found = [Path("/etc") / name for name in ETC_ENTRIES]
+    for pattern in ETC_PATTERNS:
+        found += sorted(Path("/etc").glob(pattern))
+    for path in found:
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _system_binds(tmp_bytes: int | None = None) -> list[str]:
+    """/usr, the parts of /etc a worker reads, and the top-level links or folders of a merged-/usr
+    system; /proc, /dev, a /tmp of its own (of ``tmp_bytes`` where bwrap can size it)."""
+    args = ["--ro-bind", "/usr", "/usr"] if os.path.isdir("/usr") else []
+    args += _etc_binds()
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -152,8 +171,6 @@ def python_folders() -> list[Path]:
     import torch
     import triton
 
-    import course_lib
-
     found = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix)]
     found.append(Path(os.path.realpath(sys.executable)).parent)
     found += [Path(p) for p in site.getsitepackages() if os.path.isdir(p)]
@@ -162,7 +179,7 @@ def python_folders() -> list[Path]:
         found.append(Path(user_site))
     for module in (torch, triton, numpy):
         found.append(Path(module.__file__).resolve().parent.parent)
-    found.append(Path(course_lib.__file__).resolve().parent)
+    found.append(PACKAGE)
     for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_LIBCUDA_PATH"):
         found += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p and os.path.isdir(p)]
     never = {Path(p).resolve() for p in ("/", "/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir(), Path.home())}
@@ -177,10 +194,8 @@ def python_folders() -> list[Path]:
 def worker_sys_path() -> list[str]:
     """The worker's sys.path: the grader's, less what the sandbox does not bind (the folder the grader
     was started in, /tmp) and less the course's own folder but for course_lib's parent."""
-    import course_lib
-
     folders = python_folders()
-    package_parent = Path(course_lib.__file__).resolve().parent.parent  # import course_lib from there
+    package_parent = PACKAGE.parent  # import course_lib from there
     keep = []
     for entry in sys.path:
         if not entry or not os.path.isabs(entry):
@@ -192,11 +207,9 @@ def worker_sys_path() -> list[str]:
 
 
 def _binds(view: View) -> list[str]:
-    import course_lib
-
     hidden = [Path(os.path.realpath(p)) for p in view.hidden]
-    allowed = [Path(os.path.realpath(p)) for p in [*view.allowed, Path(course_lib.__file__).parent]]
-    system = [Path(p) for p in ("/usr", "/etc")]
+    allowed = [Path(os.path.realpath(p)) for p in [*view.allowed, PACKAGE]]
+    system = [Path("/usr")]
     folders = []
     for path in python_folders():
         if any(_inside(path, s) for s in system):
@@ -262,6 +275,27 @@ def command(view: View, argv: list[str]) -> list[str]:
         args += ["--setenv", key, str(value)]
     args += ["--chdir", "/tmp", "--", *argv]
     return args
+
+
+def start(view: View, argv: list[str], pass_fds: tuple = (), **popen_kwargs) -> subprocess.Popen:
+    """Start ``argv`` in the sandbox. bwrap's options (paths, the worker's environment) go to it
+    through a pipe (``--args``), not its command line, and bwrap itself starts with an empty
+    environment: the sandbox's first process is visible inside it (/proc/1), and it shows nothing of
+    the grader's paths or environment."""
+    bwrap, *args = command(view, argv)
+    options = args[: args.index("--")]  # the command itself stays on the command line, as bwrap wants
+    if "--args" not in _options(bwrap):  # bwrap before 0.3: on the command line after all
+        return subprocess.Popen([bwrap, *args], pass_fds=pass_fds, env={}, **popen_kwargs)
+    read_end, write_end = os.pipe()
+    try:
+        payload = b"".join(a.encode() + b"\0" for a in options)
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(payload)  # a few KB: the pipe holds it before bwrap reads
+        return subprocess.Popen(
+            [bwrap, "--args", str(read_end), "--", *argv], pass_fds=(*pass_fds, read_end), env={}, **popen_kwargs
+        )
+    finally:
+        os.close(read_end)
 
 
 # the variables of the grader's environment a worker gets, by name or prefix: how Triton, CUDA and

@@ -83,6 +83,11 @@ def _returned(t, inputs: dict, meta: dict) -> bytes:
     return data
 
 
+def _launch_summary(launches: list[str]) -> tuple[list[str], int]:
+    """Each kernel launched, named once in launch order (at most 100), and how many launches in all."""
+    return list(dict.fromkeys(launches))[:100], len(launches)
+
+
 def _explain(e: BaseException, path: Path) -> dict:
     """{status, summary, details} for an exception raised by the learner's launcher or kernel."""
     from ..hooks import DescriptorAlignmentError, OutOfBoundsAccess
@@ -224,7 +229,7 @@ class _Worker:
                     returned = self.entry(**kwargs)
             if self.gpu:
                 torch.cuda.synchronize()
-            reply["launches"] = list(watch.launches)
+            reply["launches"], reply["launch_count"] = _launch_summary(watch.launches)
             left = [t.name for t in threading.enumerate() if t not in threads and t.is_alive()]
             if left:
                 reply["error"] = {
@@ -236,7 +241,7 @@ class _Worker:
                 }
         except BaseException as e:  # learner code: anything can happen, SystemExit included
             reply["error"] = _explain(e, self.path)
-            reply["launches"] = list(watch.launches) if "watch" in locals() else []
+            reply["launches"], reply["launch_count"] = _launch_summary(watch.launches if "watch" in locals() else [])
         data = None
         if reply["error"] is None:
             if not outputs:  # the launcher returns its output

@@ -272,7 +272,10 @@ def split_flops(case: Case) -> tuple[int, int]:
 
 
 _FREE = frozenset({"_unsafe_view", "lift_fresh", "alias", "detach", "empty", "empty_like", "empty_strided"})
-_PYTHON_READS = frozenset({"tolist", "item", "numpy", "__array__", "__float__", "__int__", "__index__", "__bool__"})
+_PYTHON_READS = frozenset(
+    {"tolist", "item", "numpy", "__array__", "__float__", "__int__", "__index__", "__bool__", "untyped_storage",
+     "storage", "__dlpack__", "__repr__", "__str__", "__format__"}
+)  # fmt: skip
 
 
 def _numel(values) -> int:
