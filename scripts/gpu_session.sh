@@ -3,6 +3,7 @@
 # package registry: this runs from the checkout with PYTHONPATH, no install. Outputs go to $OUT.
 #   OUT=/some/dir bash scripts/gpu_session.sh [steps...]
 # steps (default: all but sweep, experiments): doctor check hostile wrong room bench traffic capture
+# (hostile: sandboxed, in SHARDS pytest processes at once; bubblewrap from .deps/bwrap if the machine lacks it)
 #   widgets sweep experiments (scripts/experiments.py; EXPERIMENTS="timing gelu" picks some)
 # WIDGET_DEPS=folder: ipywidgets and friends for a GPU machine that lacks them (widgets step)
 # BENCH_TASKS="softmax layernorm" limits the bench step; BENCH_DTYPE=float32 its cases; CHECK_TASKS the
@@ -18,6 +19,16 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export COURSE_PROGRESS="${TMPDIR:-/tmp}/course-progress.json" COURSE_CACHE="${TMPDIR:-/tmp}/course-cache"
 OUT="${OUT:-results/session}"
 mkdir -p "$OUT"
+# bubblewrap, the grader's sandbox for rooms: from a carried .deps/bwrap (Debian's .deb and its
+# libraries, unpacked with dpkg -x) where the machine has none
+if ! command -v bwrap >/dev/null && [ -x .deps/bwrap/usr/bin/bwrap ]; then
+  wrapper="${TMPDIR:-/tmp}/course-bwrap"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' \
+    "$PWD/.deps/bwrap/lib/x86_64-linux-gnu:$PWD/.deps/bwrap/usr/lib/x86_64-linux-gnu" \
+    "$PWD/.deps/bwrap/usr/bin/bwrap" > "$wrapper"
+  chmod +x "$wrapper"
+  export COURSE_BWRAP="$wrapper"
+fi
 py=python3
 steps="${*:-doctor check hostile wrong room bench traffic capture widgets}"
 quiet() { grep -v -i -E "warn|online softmax|split the reduction|important use case|^softmax\.$|^$"; }
@@ -36,9 +47,9 @@ if has check; then
   tail -3 "$OUT/check_exercises.txt"
 fi
 if has hostile; then
-  step "the hostile suite and the grader's own tests in GPU mode (none may score; controls keep full marks)"
-  COURSE_MODE=gpu $py -m pytest -q -p no:cacheprovider tests/test_hostile.py tests/test_bounds_check.py \
-    2>&1 | tail -40 | tee "$OUT/hostile_gpu.txt"
+  step "the hostile suite, the sandbox's tests and the bounds check in GPU mode, sandboxed (none may score)"
+  COURSE_MODE=gpu COURSE_TEST_SANDBOX=1 $py scripts/pytest_shards.py "${SHARDS:-6}" "$OUT/hostile_gpu" -- \
+    tests/test_hostile.py tests/test_sandbox.py tests/test_bounds_check.py 2>&1 | tee "$OUT/hostile_gpu.txt"
 fi
 if has room; then
   step "a small room graded in GPU mode (one worker per GPU)"

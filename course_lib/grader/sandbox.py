@@ -206,35 +206,40 @@ def worker_sys_path() -> list[str]:
     return keep
 
 
+def _outermost(paths: list[Path]) -> list[Path]:
+    paths = sorted(set(paths), key=lambda p: len(p.parts))
+    return [p for p in paths if not any(q != p and _inside(p, q) for q in paths)]
+
+
 def _binds(view: View) -> list[str]:
+    """The Python folders, read-only; then whatever hidden path lies inside one of them covered (an
+    empty folder, or /dev/null for a file); then, inside a covered one, the folders the worker needs
+    after all (course_lib's own, the virtual environment): the course's folder shows only those."""
     hidden = [Path(os.path.realpath(p)) for p in view.hidden]
-    allowed = [Path(os.path.realpath(p)) for p in [*view.allowed, PACKAGE]]
+    needed = [Path(os.path.realpath(p)) for p in [*view.allowed, PACKAGE]]
     system = [Path("/usr")]
     folders = []
     for path in python_folders():
         if any(_inside(path, s) for s in system):
             continue
-        under_hidden = any(_inside(path, h) for h in hidden)
-        if under_hidden and not any(_inside(path, a) for a in allowed):
+        if any(_inside(path, h) for h in hidden) and not any(_inside(path, a) for a in needed):
             continue  # e.g. the course's own folder on sys.path: only course_lib is bound, below
         folders.append(path)
-    # bind each folder once, outermost first (a folder inside another comes with it)
-    folders = sorted(set(folders), key=lambda p: len(p.parts))
-    outermost = [p for p in folders if not any(q != p and _inside(p, q) for q in folders)]
+    bound = _outermost([p for p in folders if not any(_inside(p, h) for h in hidden)])
     args = []
-    for path in outermost:
+    for path in bound:
         args += ["--ro-bind", str(path), str(path)]
-    # anything hidden that a bound folder holds is covered: an empty folder, or /dev/null for a file
-    covered = system + outermost
-    for h in hidden:
-        if not any(_inside(h, c) for c in covered) or any(_inside(a, h) for a in allowed):
-            continue
+    covered = []
+    for h in _outermost(hidden):
+        if not any(_inside(h, b) for b in [*system, *bound]):
+            continue  # not in the sandbox at all
         if h.is_dir():
             args += ["--tmpfs", str(h)]
+            covered.append(h)
         elif h.exists():
             args += ["--ro-bind", "/dev/null", str(h)]
-    # the course's folder itself, hidden, may hold folders the worker needs (course_lib, .venv): those
-    # were bound above; its other entries (solutions/, exercises/, the room) are not there at all
+    for path in _outermost([p for p in folders if any(_inside(p, h) for h in hidden)]):
+        args += ["--ro-bind", str(path), str(path)]  # over the cover, or into a folder not bound
     return args
 
 
