@@ -141,13 +141,16 @@ def test_needs_gpu_in_the_report_the_exit_code_and_progress(tmp_path, cli):
     assert progress.status_of(TASK, data) == "checked here, needs a Hopper GPU"
 
 
-def test_a_room_scores_needs_gpu_zero_says_so_and_grades_it_again_on_resume(tmp_path):
+def test_a_room_scores_needs_gpu_zero_says_so_and_grades_it_again_on_resume(tmp_path, monkeypatch):
     room = tmp_path / "room"
     (room / "ada").mkdir(parents=True)
     (room / "ada" / f"{TASK}.py").write_bytes((ROOT / "solutions" / f"{TASK}.py").read_bytes())
     calls = []
 
-    def fake(jobs, seed=None, workers=None, timeout=None, on_result=None, hidden=None):
+    # the fake runs nothing: grade as if this machine had a sandbox
+    monkeypatch.setattr(roster.sandbox, "available", lambda: roster.sandbox.Availability(True, "bubblewrap (test)", ""))
+
+    def fake(jobs, seed=None, workers=None, timeout=None, on_result=None, hidden=None, sandboxed=None):
         calls.append([j.task for j in jobs])
         return [grader.TaskResult(j.task, NEEDS_GPU, "needs a Hopper GPU", seed=seed) for j in jobs]
 
