@@ -168,19 +168,70 @@ def _constexpr_names(fn_obj) -> set[str]:
 _SCALARS = (bool, int, float, str, type(None))
 
 
+def _triton_own(cls) -> bool:
+    """A class that Triton's own module defines (not a subclass made elsewhere with a borrowed name)."""
+    import sys
+
+    module = sys.modules.get(getattr(cls, "__module__", "") or "")
+    return module is not None and module.__name__.startswith("triton") and getattr(module, cls.__name__, None) is cls
+
+
+def _descendants(base) -> list:
+    found, pending = [], [base]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def _launch_types() -> tuple[frozenset, frozenset]:
+    """(the classes a constexpr or any argument may be, the classes a tensor-like argument may be):
+    dtypes, constexprs, jit functions, Gluon layouts; tensor descriptors and wrappers. Exactly these
+    classes, each defined in Triton's own modules: a subclass of one, or a class that only names a
+    Triton module, is none of them."""
+    import sys
+
+    import triton
+    import triton.language as tl
+
+    values = [tl.constexpr, *_descendants(tl.dtype), *_descendants(triton.JITFunction)]
+    tensors = [triton.TensorWrapper]
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    if interpreter is not None:
+        values.append(interpreter.InterpretedFunction)
+    layouts = sys.modules.get("triton.experimental.gluon.language._layouts")
+    if layouts is not None:
+        values += _descendants(layouts.DistributedLayout) + _descendants(layouts.SharedLayout)
+    for name in ("triton.tools.tensor_descriptor", "triton.experimental.gluon.nvidia.hopper",
+                 "triton.experimental.gluon.nvidia.blackwell"):  # fmt: skip
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "TensorDescriptor"):
+            tensors.append(module.TensorDescriptor)
+    return frozenset(c for c in values if _triton_own(c)), frozenset(c for c in tensors if _triton_own(c))
+
+
 def _plain_value(value, constexpr: bool) -> bool:
     """A launch argument Triton only reads: a number, text, None, a dtype, a Triton object (a layout,
-    a jit function, a descriptor), an exact torch.Tensor where a tensor belongs, or a tuple of those."""
+    a jit function), an exact torch.Tensor or a tensor descriptor where a tensor belongs, or a tuple of
+    those. Exact classes: a subclass may run code of its own when Triton reads it."""
     import torch
 
-    if type(value) in _SCALARS or isinstance(value, (torch.dtype, np.generic)):
+    kind = type(value)
+    if kind in _SCALARS or kind is torch.dtype or (kind.__module__ == "numpy" and issubclass(kind, np.generic)):
         return True
-    if isinstance(value, (tuple, list)):
+    if kind in (tuple, list):
         return all(_plain_value(v, constexpr) for v in value)
-    if type(value) is torch.Tensor:
+    if kind is torch.Tensor:
         return not constexpr
-    module = type(value).__module__ or ""
-    return module == "triton" or module.startswith("triton.")
+    values, tensors = _launch_types()
+    if kind in values:
+        inner = getattr(value, "value", None) if kind.__name__ == "constexpr" else None
+        return inner is None or _plain_value(inner, True)
+    if kind in tensors and not constexpr:
+        base = getattr(value, "base", None)
+        return type(base) is torch.Tensor
+    return False
 
 
 def check_launch_arguments(fn_obj, args, kwargs) -> None:

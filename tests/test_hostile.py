@@ -26,10 +26,13 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import GOOD, TESTS, requires_interpreter, requires_sandbox
 
 from course_lib import grader, runtime, tasks
 from course_lib.grader import CRASH, FAIL, PASS, STATUSES, TIMEOUT
+
+requires_gpu = pytest.mark.skipif(not runtime.is_gpu(), reason="only a GPU's timing shows it")
 
 HOSTILE = TESTS / "hostile"
 SEED = 7
@@ -138,6 +141,16 @@ KINDS = [
     kind("partial_message_hang", "vector_add", rejected("import os"), (TIMEOUT, ("seems to hang",))),
     kind("spoofed_grader_failure", "vector_add", rejected("import gc"),
          (FAIL, ("a report the grader cannot read", "'crash' is not how a load ends"))),
+    # found by a second red-team review
+    kind("cached_by_address", "vector_add", (FAIL, ("keep results by address",)), (FAIL, ("keep results",)),
+         marks=requires_gpu),
+    kind("class_pattern_globals", "vector_add", rejected('Yes = type("Yes", (type,)'), PRECHECK_HOLDS),
+    kind("dataclass_field_injection", "vector_add", rejected("type("), PRECHECK_HOLDS),
+    kind("kernel_docstring_def", "vector_add", rejected("def add_kernel(x_ptr, y_ptr"), PRECHECK_HOLDS),
+    kind("fake_triton_argument", "vector_add", rejected("fake = type("), NOTHING_WRITTEN),
+    kind("tensor_wrapper_argument", "vector_add", NOTHING_WRITTEN, NOTHING_WRITTEN),
+    kind("contiguous_does_the_work", "tiled_transpose", (FAIL, ("torch `contiguous`", "a copy, not a view")),
+         (FAIL, ("torch `contiguous`",))),
     kind("escape_codes", "vector_add", (FAIL, ("raised RuntimeError: \\x1b[1A\\x1b[2K\\x0dPASS",)),
          (FAIL, ("\\x1b]52;c;",))),
 ]
@@ -253,3 +266,30 @@ def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
     print(f"check --all on a submission that hangs in every task: {seconds:.0f} s")
     assert all(r.status == TIMEOUT for r in results), [(r.task, r.status, r.summary) for r in results]
     assert seconds < 12 * len(results), f"{seconds:.0f} s for {len(results)} tasks"
+
+
+def test_the_timing_check_sees_a_launcher_that_keeps_results_by_address():
+    """bench._still_computes, which runs after the timed calls on a GPU, on the CPU: new values in the
+    same tensors must give a right output; a launcher that returns early for tensors it has seen fails."""
+    from course_lib import bench
+
+    spec = tasks.get("vector_add")
+    case = tasks.Case((4096,), torch.float32, "bench")
+    inputs = spec.make_inputs(case, torch.Generator().manual_seed(0))
+    seen = set()
+
+    def honest():
+        torch.add(inputs["x"], inputs["y"], out=inputs["out"])
+        return inputs["out"]
+
+    def keeps_by_address():
+        key = inputs["x"].data_ptr()
+        if key not in seen:
+            seen.add(key)
+            honest()
+        return inputs["out"]
+
+    bench._still_computes(spec, case, inputs, honest, spec.tolerance[case.dtype])
+    keeps_by_address()  # as timing would: the first call computes, later ones return early
+    with pytest.raises(bench.StaleResults, match="keep results by address"):
+        bench._still_computes(spec, case, inputs, keeps_by_address, spec.tolerance[case.dtype])

@@ -157,6 +157,8 @@ def test_a_realistic_kernel_and_launcher_passes():
         "from triton.experimental.gluon.language.nvidia.hopper import mbarrier\nL = mbarrier.MBarrierLayout()",
         "from triton.tools.tensor_descriptor import TensorDescriptor\nmake = TensorDescriptor.from_tensor",
         "def f():\n    global G\n    G = 1\n\ndef g():\n    return G, __name__, print, len",  # defined globals
+        "def f(x):\n    match x:\n        case int(n) | str(n):\n            return type(n)\n        case object():\n"
+        "            return None",  # builtin class patterns, and type(x) with one argument
     ],
 )
 def test_ordinary_code_passes(source):
@@ -292,6 +294,17 @@ def test_ordinary_code_passes(source):
         ("def f(x):\n    return np.zeros(3), _interpreter", [("undefined-name", 2), ("undefined-name", 2)]),
         # what evaluates a string inside an allowed module is not allowed either
         ("import triton.language as tl\ntl.str_to_ty('fp32', None)", [("not-allowed", 2)]),
+        # rule 11: classes from strings, metaclasses, hook methods, class patterns that read by position
+        ('K = type("K", (), {"a": 1})', [("class-from-strings", 1)]),
+        ("class M(type):\n    pass", [("metaclass", 1)]),
+        ("class A(metaclass=M):\n    pass", [("metaclass", 1)]),
+        ("class A:\n    def __getattr__(self, name):\n        return 1", [("hook-method", 2)]),
+        (
+            "class P:\n    pass\ndef f(x):\n    match x:\n        case P(y):\n            return y",
+            [("match-attribute", 5)],
+        ),
+        # rule 12: a kernel's source must be read the same way by the grader and by Triton's interpreter
+        ('import triton\n@triton.jit\ndef k(x):\n    """\ndef k(x):\n    """\n    pass', [("kernel-source", 5)]),
         # raw storage is a tensor's bytes outside every kernel's and the grader's sight
         ("def f(x):\n    return x.untyped_storage()[0]", [("escape-attribute", 2)]),
     ],

@@ -332,3 +332,56 @@ def test_a_worker_left_running_dies_with_its_sandbox(tmp_path):
     proc.wait()
     time.sleep(0.5)
     assert _processes_with(marker) == []
+
+
+RESOURCES = """
+import os, threading, time
+WHAT = {what!r}
+if WHAT == "memory":  # four processes of 400 MB each: each under any limit per process
+    for _ in range(3):
+        if os.fork() == 0:
+            break
+    block = bytearray(400 << 20)
+    time.sleep(60)
+elif WHAT == "threads":
+    for _ in range(200):
+        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    time.sleep(60)
+else:  # the host's settings and the sandbox's own disks
+    found = {{}}
+    for name, path, data in (("sysctl", "/proc/sys/kernel/core_pattern", b"core"), ("root", "/big", b"x"),
+                             ("dev", "/dev/big", b"x"), ("shm", "/dev/shm/big", b"x" * (128 << 20))):
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+            found[name] = "written"
+        except OSError as e:
+            found[name] = type(e).__name__
+    raise RuntimeError("SPY" + __import__("json").dumps(found) + "YPS")
+
+
+def vector_add(x, y, out):
+    return out
+"""
+
+
+@pytest.mark.parametrize("what", ["memory", "threads"])
+def test_a_sandbox_as_a_whole_is_held_to_its_memory_and_threads(tmp_path, monkeypatch, what):
+    from course_lib.grader import isolation
+
+    monkeypatch.setitem(isolation.SANDBOX_MEMORY_BYTES, runtime.MODE, 1 << 30)
+    monkeypatch.setattr(isolation, "SANDBOX_TASKS", 128)
+    (tmp_path / "vector_add.py").write_text(RESOURCES.format(what=what))
+    start = time.monotonic()
+    result = grader.grade_task("vector_add", tmp_path, SEED, timeout=40, check_source=False, sandboxed=True)
+    assert result.status == "crash" and "stopped by the grader" in result.summary, result.summary
+    assert ("GiB of memory together" if what == "memory" else "threads and processes") in result.summary
+    assert time.monotonic() - start < 35
+
+
+def test_the_hosts_settings_and_the_sandboxs_disks_are_not_writable(tmp_path):
+    (tmp_path / "vector_add.py").write_text(RESOURCES.format(what="disks"))
+    result = grader.grade_task("vector_add", tmp_path, SEED, check_source=False, sandboxed=True)
+    found = spy_report(result)
+    assert found["sysctl"] != "written" and found["root"] != "written" and found["dev"] != "written"
+    assert found["shm"] != "written"  # 128 MB into a 64 MB /dev/shm

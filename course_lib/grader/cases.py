@@ -94,14 +94,16 @@ def prepare(spec: tasks.TaskSpec, case: tasks.Case, seed: int) -> PreparedCase:
     return PreparedCase(list(made), tensors, values, pristine)
 
 
-def _flow_outcome(flow: dict | None, launches: list[str]) -> Outcome | None:
-    """The data-flow rule (interpreter): kernels read every element of every input and wrote every
-    output element."""
+def _flow_outcome(flow: dict | None, launches: list[str], partly_read: frozenset = frozenset()) -> Outcome | None:
+    """The data-flow rule (interpreter): kernels read every element of every input (some of each of
+    ``partly_read``) and wrote every output element."""
     if not flow:
         return None
     unread = list(flow.get("unread_inputs", []))
     unwritten = {k: v for k, v in dict(flow.get("unwritten_by_kernel", {})).items() if v}
-    partly = {k: v for k, v in dict(flow.get("unread_elements", {})).items() if v and k not in unread}
+    partly = {
+        k: v for k, v in dict(flow.get("unread_elements", {})).items() if v and k not in unread and k not in partly_read
+    }
     kernels = ", ".join(f"`{k}`" for k in dict.fromkeys(launches))
     rule = [
         "In the interpreter the grader sees every load: each element of each input must be read by a",
@@ -179,7 +181,7 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
     flow_meta = dict(reply.get("flow") or {})
     if not spec.outputs and reply.get("returned") and "unwritten_by_kernel" in reply["returned"]:
         flow_meta["unwritten_by_kernel"] = {"the returned tensor": reply["returned"]["unwritten_by_kernel"]}
-    flowed = _flow_outcome(flow_meta, launches)
+    flowed = _flow_outcome(flow_meta, launches, spec.partly_read)
     reference_inputs = {
         k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
         for k, v in prepared.pristine.items()

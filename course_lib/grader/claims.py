@@ -220,7 +220,12 @@ def probe_done(reply: dict) -> dict:
 
 
 def perf_done(reply: dict) -> dict:
-    return {"kind": "perf_done", "lines": texts(reply.get("lines", []), "lines", 40)}
+    stale = reply.get("stale")
+    return {
+        "kind": "perf_done",
+        "lines": texts(reply.get("lines", []), "lines", 40),
+        "stale": None if stale is None else text(stale, "stale", 1000),
+    }
 
 
 def message(err: Unreadable) -> str:

@@ -36,6 +36,9 @@ ALLOWED_IN_LAUNCHER = frozenset(
     """.split()
 )
 _POISONED_ALLOCATIONS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
+# Views that copy when the tensor's layout does not allow a view (a transpose made contiguous, the
+# reshape of a strided tensor): a copy is a pass over memory that torch makes, not the kernel.
+_VIEWS_UNLESS_COPIED = frozenset("contiguous reshape reshape_as flatten unflatten".split())
 # Printing a tensor in the launcher works, but shows no values: text is a way to read the data on the
 # host (and compute with it in Python) that no kernel sees. Print values from a notebook, or with
 # tl.device_print inside the kernel.
@@ -47,6 +50,16 @@ def _described(t) -> str:
         f"tensor(shape={tuple(t.shape)}, dtype={t.dtype}, device={t.device}; values not shown in the grader's "
         "launcher: print them from a notebook, or with tl.device_print in the kernel)"
     )
+
+
+def _copied(args, out) -> bool:
+    """Whether ``out`` of a view-or-copy call holds other memory than its tensor argument."""
+    import torch
+
+    source = args[0] if args else None
+    if type(source) is not torch.Tensor or type(out) is not torch.Tensor or source.numel() == 0:
+        return False
+    return out.untyped_storage().data_ptr() != source.untyped_storage().data_ptr()
 
 
 def _short_name(func) -> str:
@@ -99,6 +112,12 @@ def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_
             out = func(*args, **kwargs)
             if name in _POISONED_ALLOCATIONS and hasattr(out, "fill_"):
                 poison(out)
+            if name in _VIEWS_UNLESS_COPIED and _copied(args, out):
+                raise TorchComputeInLauncher(
+                    f"the launcher called torch `{name}` ({_where_in(learner_files)}) on a tensor whose layout "
+                    f"makes it a copy, not a view: a pass over memory that torch makes, not your kernel. Read the "
+                    "tensor through its strides in the kernel (pass x.stride(0) and x.stride(1)) instead."
+                )
             return out
 
     return _Guard()

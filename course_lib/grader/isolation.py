@@ -48,6 +48,10 @@ from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
 from .shared import CaseFileDamaged, SharedCase, tensor_from_bytes
 
 CPU_MEMORY_BYTES = int(float(os.environ.get("COURSE_CHILD_MEMORY_GB", "6")) * 2**30)
+# A sandbox as a whole, all its processes together (a submission may fork): its resident memory (a
+# CUDA process holds more on the host than an interpreter's) and its threads, checked four times a second
+SANDBOX_MEMORY_BYTES = {"cpu": CPU_MEMORY_BYTES, "gpu": 4 * CPU_MEMORY_BYTES}
+SANDBOX_TASKS = 1024
 MAX_REPLY_BYTES = 16 << 20  # one JSON reply; a returned tensor's bytes come apart (claims.MAX_RETURNED_BYTES)
 MAX_FILE_BYTES = 1 << 20  # a task file: no exercise is anywhere near 1 MiB
 
@@ -142,6 +146,56 @@ def _private_root() -> str:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
 
 
+class _Watchdog(threading.Thread):
+    """Ends a sandbox whose processes together hold more memory or threads than it may: a limit per
+    process (RLIMIT_AS) does not stop a submission that forks, and a grader run as root has no limit
+    on processes at all."""
+
+    def __init__(self, popen: subprocess.Popen, memory_bytes: int, tasks: int | None = None):
+        super().__init__(daemon=True)
+        self.popen, self.memory_bytes, self.tasks = popen, memory_bytes, tasks or SANDBOX_TASKS
+        self.verdict: str | None = None
+
+    def _tree(self) -> list[int]:
+        pids, pending = [], [self.popen.pid]
+        while pending:
+            pid = pending.pop()
+            pids.append(pid)
+            with contextlib.suppress(OSError, ValueError):
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as f:
+                        pending.extend(int(child) for child in f.read().split())
+        return pids
+
+    def _usage(self) -> tuple[int, int]:
+        memory = threads = 0
+        for pid in self._tree():
+            with contextlib.suppress(OSError, ValueError):
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            memory += int(line.split()[1]) * 1024
+                        elif line.startswith("Threads:"):
+                            threads += int(line.split()[1])
+        return memory, threads
+
+    def run(self) -> None:
+        while self.popen.poll() is None:
+            memory, threads = self._usage()
+            if memory > self.memory_bytes:
+                self.verdict = (
+                    f"its processes held {memory / 2**30:.1f} GiB of memory together, over the sandbox's "
+                    f"{self.memory_bytes / 2**30:.0f} GiB"
+                )
+            elif threads > self.tasks:
+                self.verdict = f"it ran {threads} threads and processes, over the sandbox's {self.tasks}"
+            if self.verdict:
+                with contextlib.suppress(OSError):
+                    self.popen.kill()
+                return
+            time.sleep(0.25)
+
+
 class _Popened:
     """A subprocess (the sandbox) with the part of multiprocessing.Process's interface used here."""
 
@@ -225,6 +279,8 @@ class _Session:
             os.close(log)
             theirs.close()
         self.proc = _Popened(popen)
+        self.watchdog = _Watchdog(popen, SANDBOX_MEMORY_BYTES[worker.mode])
+        self.watchdog.start()
         self.send(setup)
 
     def send(self, message: dict) -> None:
@@ -308,6 +364,9 @@ class _Session:
 
     def how_it_ended(self) -> str:
         self.proc.join(timeout=2)
+        watchdog = getattr(self, "watchdog", None)
+        if watchdog is not None and watchdog.verdict:
+            return f"stopped by the grader: {watchdog.verdict}"
         code = self.proc.exitcode
         if code is None:
             return "it stopped answering"
@@ -569,12 +628,29 @@ def _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result,
         if perf and worker.mode == runtime.GPU and spec.bench_cases:
             phase = "timing your kernel"
             reply, _ = ask({"kind": "perf", "task": spec.name}, limits.extra_s, "perf_done")
-            result.details += checked(claims.perf_done, reply)["lines"]
+            reply = checked(claims.perf_done, reply)
+            if reply["stale"]:
+                result.status, result.summary = FAIL, f"every case passed, but {reply['stale']}"
+                result.details = [
+                    "A launcher must compute on every call: the inputs' values change, not only their addresses."
+                ]
+                raise _Stop(result)
+            result.details += reply["lines"]
     except _Stop as stop:
         result = stop.result
     finally:
         result.output = session.close()
         result.seconds = time.perf_counter() - start
+    return shown_safely(result)
+
+
+def shown_safely(result: TaskResult) -> TaskResult:
+    """The result with every control character in its text written out: a structural check's message
+    can quote what the learner's process reported (a kernel's name, say), and a learner's text must not
+    move an instructor's cursor or rewrite their terminal, CSV or summary."""
+    result.summary = claims.visible(result.summary)
+    result.details = [claims.visible(line) for line in result.details]
+    result.output = claims.visible(result.output)
     return result
 
 

@@ -257,6 +257,29 @@ _UNDEFINED = (
     "a task file may use only the names it imports or defines and Python's builtins; some tools put names "
     "of their own among a module's globals (Triton's interpreter does), and those are not the file's"
 )
+_BUILTIN_PATTERN_CLASSES = frozenset("bool bytearray bytes dict float frozenset int list set str tuple".split())
+_MATCH_POSITIONAL = (
+    "a class pattern with sub-patterns reads the attributes its class names in __match_args__, out of the "
+    "pre-check's sight; match on values, or read the attributes with obj.attr"
+)
+_CLASS_FROM_STRINGS = (
+    "type() with three arguments makes a class from a name and a dict of strings, out of the pre-check's "
+    "sight; write a class statement"
+)
+_METACLASS = "a metaclass runs code whenever a class is made or checked; a kernel and launcher never need one"
+# Special methods that change how Python itself reads, checks, makes or copies an object: hooks a
+# kernel and launcher never need, and ways to run code where no line of the file shows it.
+HOOK_METHODS = frozenset(
+    """__prepare__ __instancecheck__ __subclasscheck__ __init_subclass__ __set_name__ __class_getitem__
+    __getattr__ __getattribute__ __setattr__ __delattr__ __get__ __set__ __delete__ __reduce__ __reduce_ex__
+    __getstate__ __setstate__ __copy__ __deepcopy__ __del__ __new__ __array__ __array_function__ __array_ufunc__
+    __dlpack__ __format__ __match_args__""".split()
+)
+_KERNEL_DEF_LINE = (
+    "a line inside a kernel that starts with `def ` (in a string or a comment's continuation) makes Triton's "
+    "interpreter read the kernel from that line on: the grader would check one body and run another. "
+    "Start the line otherwise"
+)
 _STRING_ANNOTATION = (
     "a string annotation is code the pre-check cannot read, and some tools evaluate it; write the "
     "annotation without quotes (tl.constexpr), or leave it out"
@@ -671,6 +694,12 @@ class _Checker(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.check_binding(node.name, node)
         self.check_decorators(node.decorator_list)
+        if any(
+            (self.chain(d.func if isinstance(d, ast.Call) else d) or "").endswith(".jit") for d in node.decorator_list
+        ):
+            for number in range(node.lineno + 1, (node.end_lineno or node.lineno) + 1):
+                if self.lines[number - 1].strip().startswith("def "):
+                    self.report(number, 0, "kernel-source", f"this line is not allowed in a kernel: {_KERNEL_DEF_LINE}")
         self.visit_function(node, [*node.decorator_list], node.body)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -681,6 +710,15 @@ class _Checker(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.check_binding(node.name, node)
         self.check_decorators(node.decorator_list)
+        if any(k.arg == "metaclass" for k in node.keywords) or any(
+            isinstance(b, ast.Name) and b.id == "type" for b in node.bases
+        ):
+            self.report(node.lineno, node.col_offset, "metaclass", f"class {node.name} is not allowed: {_METACLASS}")
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in HOOK_METHODS:
+                self.report(item.lineno, item.col_offset, "hook-method",
+                            f"defining {item.name} is not allowed: it changes how Python itself reads, checks or "
+                            "makes objects, a hook a kernel and launcher never need")  # fmt: skip
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -689,12 +727,21 @@ class _Checker(ast.NodeVisitor):
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
         if node.kwd_attrs:
+            self.report(node.lineno, node.col_offset, "match-attribute",
+                        f"case {ast.unparse(node.cls)}({', '.join(a + '=...' for a in node.kwd_attrs)}) is not "
+                        f"allowed: {_MATCH}")  # fmt: skip
+        elif node.patterns and not (
+            isinstance(node.cls, ast.Name) and node.cls.id in _BUILTIN_PATTERN_CLASSES and self.is_builtin(node.cls.id)
+        ):
+            self.report(node.lineno, node.col_offset, "match-attribute",
+                        f"case {ast.unparse(node.cls)}(...) is not allowed: {_MATCH_POSITIONAL}")  # fmt: skip
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "type" and self.is_builtin("type") and len(node.args) > 1:
             self.report(
-                node.lineno,
-                node.col_offset,
-                "match-attribute",
-                f"case {ast.unparse(node.cls)}({', '.join(a + '=...' for a in node.kwd_attrs)}) is not "
-                f"allowed: {_MATCH}",
+                node.lineno, node.col_offset, "class-from-strings", f"type(...) is not allowed: {_CLASS_FROM_STRINGS}"
             )
         self.generic_visit(node)
 

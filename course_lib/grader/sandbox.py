@@ -6,8 +6,9 @@ The worker process runs the learner's file, so it may run anything. Inside this 
   folder, all read-only; nothing else of the course's folder (no solutions/, no exercises/);
 * its own copy of the task file, read-only, in a folder of its own;
 * its cases' shared-memory files, by descriptor only (they have no name anywhere);
-* a private, size-limited /tmp (its HOME and Triton cache), a fresh /proc of a PID namespace of its
-  own (no other process), no network, a minimal /dev, and in GPU mode the GPU's device nodes;
+* a private, size-limited /tmp (its HOME and Triton cache) and /dev/shm, everything else read-only; a
+  fresh /proc of a PID namespace of its own (no other process), the host's settings in it read-only; no
+  network; a minimal /dev, and in GPU mode the GPU's device nodes;
 * an environment made here (nothing of the grader's: no COURSE_HIDDEN_CASES, no paths).
 
 Everything else of the machine (the room, other learners, the grader's caches, the hidden-cases
@@ -34,6 +35,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent  # course_lib's own folder, bound read-only
 TMP_BYTES = 1 << 30  # the worker's /tmp (Triton's cache, HOME): RAM-backed, so capped
+SHM_BYTES = 64 << 20  # the worker's /dev/shm, RAM-backed too; the rest of its / and /dev is read-only
+# procfs entries that write the host's kernel settings (sysctls, the magic SysRq key, IRQ affinities,
+# PCI configuration): read-only in the sandbox, which bwrap does not always see to itself
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "mtrr")
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: sudo apt install bubblewrap; Fedora: sudo dnf install bubblewrap) "
     "on a Linux machine that allows unprivileged user namespaces (or run the grader as root)"
@@ -135,7 +140,10 @@ def _system_binds(tmp_bytes: int | None = None) -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--proc", "/proc"]
+    for entry in PROC_READ_ONLY:  # the host's settings: root in the sandbox could change them otherwise
+        args += ["--ro-bind-try", f"/proc/{entry}", f"/proc/{entry}"]
+    args += ["--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     if tmp_bytes:
         args += ["--size", str(tmp_bytes)]
     args += ["--tmpfs", "/tmp"]
@@ -265,6 +273,7 @@ def command(view: View, argv: list[str]) -> list[str]:
     args += ["--ro-bind", str(view.task_dir), str(view.task_dir)]
     if view.gpu:
         args += _gpu_binds()
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]  # the mounts made, nothing more can be written there
     env = {
         "HOME": "/tmp",
         "TMPDIR": "/tmp",

@@ -313,11 +313,14 @@ class _Worker:
         """GPU only: the speed of a passing kernel; a report line, never a verdict."""
         from .. import bench, tasks
 
+        stale = None
         try:
             lines = bench.performance_note(tasks.get(message["task"]), self.entry)
+        except bench.StaleResults as e:  # the timed calls skipped the work
+            lines, stale = [], str(e)
         except BaseException as e:  # a timing problem is not the learner's failure
             lines = [f"performance not measured: {type(e).__name__}: {e}"]
-        _send(self.conn, {"kind": "perf_done", "lines": [str(line) for line in lines]})
+        _send(self.conn, {"kind": "perf_done", "lines": [str(line) for line in lines], "stale": stale})
 
 
 LOG_LIMIT_BYTES = 256 << 20  # what the worker may print or write to any one file

@@ -80,6 +80,9 @@ class TaskSpec:
     compile_modes: tuple[str, ...] = ("default",)
     hints: list[str] = field(default_factory=list)
     forbid_in_launcher: frozenset[str] = frozenset()  # torch calls this task forbids beyond the default
+    # Inputs a correct kernel may read only in part (dropout's x: a dropped element need not be loaded).
+    # The data-flow rule asks every element of every other input to be read by a kernel; of these, some.
+    partly_read: frozenset[str] = frozenset()
     tensor_cores: bool = False  # the FLOPs run on tensor cores (matmul): roofline at the dtype's matmul rate
     timeout_s: float = 120.0  # per step, where the reference solution cannot be timed (grader.limits)
     points: float = 1.0  # what a pass is worth in a room's grades
