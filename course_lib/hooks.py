@@ -185,7 +185,24 @@ def _descendants(base) -> list:
     return found
 
 
+_LAUNCH_TYPES: dict = {}
+_TYPE_MODULES = (
+    "triton.experimental.gluon.language._layouts", "triton.runtime.interpreter", "triton.tools.tensor_descriptor",
+    "triton.experimental.gluon.nvidia.hopper", "triton.experimental.gluon.nvidia.blackwell",
+)  # fmt: skip
+
+
 def _launch_types() -> tuple[frozenset, frozenset]:
+    """``_find_launch_types`` once for each set of Triton modules loaded (Gluon's may come later)."""
+    import sys
+
+    key = tuple(name in sys.modules for name in _TYPE_MODULES)
+    if key not in _LAUNCH_TYPES:
+        _LAUNCH_TYPES[key] = _find_launch_types()
+    return _LAUNCH_TYPES[key]
+
+
+def _find_launch_types() -> tuple[frozenset, frozenset]:
     """(the classes a constexpr or any argument may be, the classes a tensor-like argument may be):
     dtypes, constexprs, jit functions, Gluon layouts; tensor descriptors and wrappers. Exactly these
     classes, each defined in Triton's own modules: a subclass of one, or a class that only names a

@@ -126,8 +126,8 @@ KINDS = [
          (FAIL, ("a report that is no JSON object",))),
     # the grader's own death or confusion
     kind("truncate_case_file", "vector_add", rejected("import os"), (FAIL, ("shared file came back damaged",))),
-    kind("deep_expression", "vector_add", (FAIL, ("cannot read vector_add.py", "nests too deeply")),
-         (FAIL, ("raised RecursionError",))),
+    # past the pre-check, Python 3.11 cannot compile it (RecursionError); 3.12 can, and no kernel runs
+    kind("deep_expression", "vector_add", (FAIL, ("cannot read vector_add.py", "nests too deeply")), (FAIL, ())),
     kind("kill_parent", "vector_add", rejected("import os"), (FAIL, ("no element of the output was written",))),
     # found by a red-team review of this grader
     kind("alias_builtin", "vector_add", rejected("from math import pi as exec"),
@@ -173,7 +173,7 @@ def text(result: grader.TaskResult) -> str:
 
 GPU_ONLY_SAYS = {  # what a GPU reports where it differs from the interpreter
     "no_masks": ((FAIL, CRASH), ()),
-    "kernel_body_torch": ((FAIL,), ("the kernel does not compile",)),  # a kernel body is no Python there
+    "kernel_body_torch": ((FAIL,), ()),  # a kernel body is no Python there: Triton refuses torch.add in it
     "truncate_case_file": ((FAIL, CRASH), ()),  # the worker's own copy back to the file may fault first
 }
 

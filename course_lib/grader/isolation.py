@@ -627,10 +627,20 @@ def _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result,
         result.details = list(notes)
         if perf and worker.mode == runtime.GPU and spec.bench_cases:
             phase = "timing your kernel"
-            reply, _ = ask({"kind": "perf", "task": spec.name}, limits.extra_s, "perf_done")
+            passed = (result.summary, list(result.details))
+            try:
+                reply, _ = ask({"kind": "perf", "task": spec.name}, limits.extra_s, "perf_done")
+            except _Stop as stop:
+                if stop.result.status != TIMEOUT:
+                    raise
+                # a right kernel too slow to time is still right: the pass stands, with no speed
+                result.status, (result.summary, result.details) = PASS, passed
+                result.details.append(f"performance not measured: timing took over {limits.extra_s:.0f} s")
+                raise _Stop(result) from None
             reply = checked(claims.perf_done, reply)
             if reply["stale"]:
                 result.status, result.summary = FAIL, f"every case passed, but {reply['stale']}"
+                result.failed = "checks"
                 result.details = [
                     "A launcher must compute on every call: the inputs' values change, not only their addresses."
                 ]
