@@ -19,16 +19,8 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export COURSE_PROGRESS="${TMPDIR:-/tmp}/course-progress.json" COURSE_CACHE="${TMPDIR:-/tmp}/course-cache"
 OUT="${OUT:-results/session}"
 mkdir -p "$OUT"
-# bubblewrap, the grader's sandbox for rooms: from a carried .deps/bwrap (Debian's .deb and its
-# libraries, unpacked with dpkg -x) where the machine has none
-if ! command -v bwrap >/dev/null && [ -x .deps/bwrap/usr/bin/bwrap ]; then
-  wrapper="${TMPDIR:-/tmp}/course-bwrap"
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' \
-    "$PWD/.deps/bwrap/lib/x86_64-linux-gnu:$PWD/.deps/bwrap/usr/lib/x86_64-linux-gnu" \
-    "$PWD/.deps/bwrap/usr/bin/bwrap" > "$wrapper"
-  chmod +x "$wrapper"
-  export COURSE_BWRAP="$wrapper"
-fi
+# bubblewrap, the grader's sandbox for rooms: a carried one where the machine has none
+eval "$(bash scripts/carried_bwrap.sh)"
 py=python3
 steps="${*:-doctor check hostile wrong room bench traffic capture widgets}"
 quiet() { grep -v -i -E "warn|online softmax|split the reduction|important use case|^softmax\.$|^$"; }

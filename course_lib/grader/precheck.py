@@ -384,9 +384,8 @@ def resolve(path: str) -> Resolved:
                     continue
             try:
                 obj = getattr(obj, name)
-            except AttributeError:
-                missing = f"{submodule} does not exist (a typo, or a name of another release?)"
-                return Resolved(path, at=i, problem=missing)
+            except AttributeError:  # a name of another release (behind a hasattr), or a typo the import reports
+                return Resolved(path, obj=None)
             if isinstance(obj, types.ModuleType):
                 if obj.__name__ not in ALLOWED and submodule not in ALLOWED:
                     return Resolved(path, at=i, problem=_not_allowed_message(submodule))
@@ -398,8 +397,8 @@ def resolve(path: str) -> Resolved:
                 return Resolved(path, at=i, problem=_not_allowed_message(f"{where}.{name}"))
             try:
                 obj = getattr(obj, name)
-            except AttributeError:
-                return Resolved(path, at=i, problem=f"{where}.{name} does not exist (a typo?)")
+            except AttributeError:  # nothing there to reach
+                return Resolved(path, obj=None)
             where = f"{where}.{name}"
         elif _is_constant(obj):
             if name.startswith("_"):
