@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from .result import CRASH, FAIL, TODO
+from .shared import DTYPES
 
 MAX_TEXT = 20_000  # characters in one message or detail line
 MAX_ITEMS = 400  # entries in one list (launches, detail lines, names)
@@ -122,9 +123,6 @@ def loaded(reply: dict) -> dict:
     }
 
 
-DTYPE_NAMES = (
-    "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
-)  # fmt: skip
 MAX_DIMS = 8
 MAX_RETURNED_BYTES = 1 << 30
 
@@ -140,7 +138,7 @@ def returned(value, field: str = "returned") -> dict | None:
             "tensor_subclass": flag(value.get("tensor_subclass", False), f"{field}.tensor_subclass"),
         }
     dtype = text(value.get("dtype"), f"{field}.dtype", 20)
-    if dtype not in DTYPE_NAMES:
+    if dtype not in DTYPES:
         raise Unreadable(f"{field}.dtype", f"{dtype!r} is not a dtype")
     size, stride = value.get("size"), value.get("stride")
     if not isinstance(size, list) or not isinstance(stride, list) or len(size) != len(stride) or len(size) > MAX_DIMS:

@@ -175,19 +175,13 @@ def python_folders() -> list[Path]:
     (the current folder, a script's folder: a home, a room, /tmp)."""
     import site
 
-    import numpy
-    import torch
-    import triton
-
     found = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix)]
     found.append(Path(os.path.realpath(sys.executable)).parent)
     found += [Path(p) for p in site.getsitepackages() if os.path.isdir(p)]
     user_site = site.getusersitepackages()
     if isinstance(user_site, str) and os.path.isdir(user_site):
         found.append(Path(user_site))
-    for module in (torch, triton, numpy):
-        found.append(Path(module.__file__).resolve().parent.parent)
-    found.append(PACKAGE)
+    found += _package_folders()
     for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_LIBCUDA_PATH"):
         found += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p and os.path.isdir(p)]
     never = {Path(p).resolve() for p in ("/", "/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir(), Path.home())}
@@ -197,6 +191,16 @@ def python_folders() -> list[Path]:
         if real not in resolved and real not in never:
             resolved.append(real)
     return resolved
+
+
+def _package_folders() -> list[Path]:
+    """The folders torch, triton, numpy and course_lib are imported from: bound even where they lie
+    inside a hidden folder (a Triton installed into the course's folder, course_lib itself)."""
+    import numpy
+    import torch
+    import triton
+
+    return [Path(m.__file__).resolve().parent.parent for m in (torch, triton, numpy)] + [PACKAGE]
 
 
 def worker_sys_path() -> list[str]:
@@ -224,7 +228,7 @@ def _binds(view: View) -> list[str]:
     empty folder, or /dev/null for a file); then, inside a covered one, the folders the worker needs
     after all (course_lib's own, the virtual environment): the course's folder shows only those."""
     hidden = [Path(os.path.realpath(p)) for p in view.hidden]
-    needed = [Path(os.path.realpath(p)) for p in [*view.allowed, PACKAGE]]
+    needed = [Path(os.path.realpath(p)) for p in [*view.allowed, *_package_folders()]]
     system = [Path("/usr")]
     folders = []
     for path in python_folders():
