@@ -30,3 +30,14 @@ def learner_frames(e: BaseException, path: Path, limit: int = 3) -> list[str]:
                 if row not in lines:
                     lines.append(row)
     return lines[-limit:]
+
+
+def raised_in(e: BaseException, path: Path) -> bool:
+    """Whether ``e`` was raised by a line of ``path`` itself (its innermost frame lies there)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return False
+    try:
+        return os.path.samefile(frames[-1].filename, path)
+    except OSError:
+        return False

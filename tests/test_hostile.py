@@ -36,7 +36,7 @@ requires_gpu = pytest.mark.skipif(not runtime.is_gpu(), reason="only a GPU's tim
 
 HOSTILE = TESTS / "hostile"
 SEED = 7
-LIMIT = 15.0  # seconds a step for the kinds that hang or exit; the others get the calibrated limits
+LIMIT = 10.0  # seconds a step for the kinds that hang or exit (a sandbox starts in 2-3 s); the others: calibrated
 PRECHECK = "the task file uses what the grader does not allow"
 
 
@@ -151,6 +151,13 @@ KINDS = [
     kind("tensor_wrapper_argument", "vector_add", NOTHING_WRITTEN, NOTHING_WRITTEN),
     kind("contiguous_does_the_work", "tiled_transpose", (FAIL, ("torch `contiguous`", "a copy, not a view")),
          (FAIL, ("torch `contiguous`",))),
+    # found by a third red-team review
+    kind("numpy_via_handle", "vector_add", rejected("v.handle.data"), PRECHECK_HOLDS),
+    kind("indexing_copy", "tiled_transpose", (FAIL, ("torch indexing", "a copy, not a view")),
+         (FAIL, ("torch indexing",))),
+    kind("jit_by_call", "vector_add", rejected("add_kernel = triton.jit(add_kernel)"), PRECHECK_HOLDS),
+    kind("tab_after_def", "vector_add", rejected("def add_kernel("), PRECHECK_HOLDS),
+    kind("interpreter_global_gap", "vector_add", rejected("inspect.getmembers"), PRECHECK_HOLDS),
     kind("escape_codes", "vector_add", (FAIL, ("raised RuntimeError: \\x1b[1A\\x1b[2K\\x0dPASS",)),
          (FAIL, ("\\x1b]52;c;",))),
 ]

@@ -343,6 +343,13 @@ if WHAT == "memory":  # four processes of 400 MB each: each under any limit per 
             break
     block = bytearray(400 << 20)
     time.sleep(60)
+elif WHAT == "memfd":  # memory in files no process maps: in no process's resident set
+    files = []
+    for _ in range(6):
+        fd = os.memfd_create("held")
+        os.posix_fallocate(fd, 0, 256 << 20)
+        files.append(fd)
+    time.sleep(60)
 elif WHAT == "threads":
     for _ in range(200):
         threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
@@ -365,7 +372,7 @@ def vector_add(x, y, out):
 """
 
 
-@pytest.mark.parametrize("what", ["memory", "threads"])
+@pytest.mark.parametrize("what", ["memory", "memfd", "threads"])
 def test_a_sandbox_as_a_whole_is_held_to_its_memory_and_threads(tmp_path, monkeypatch, what):
     from course_lib.grader import isolation
 
@@ -375,7 +382,7 @@ def test_a_sandbox_as_a_whole_is_held_to_its_memory_and_threads(tmp_path, monkey
     start = time.monotonic()
     result = grader.grade_task("vector_add", tmp_path, SEED, timeout=40, check_source=False, sandboxed=True)
     assert result.status == "crash" and "stopped by the grader" in result.summary, result.summary
-    assert ("GiB of memory together" if what == "memory" else "threads and processes") in result.summary
+    assert ("threads and processes" if what == "threads" else "GiB of memory together") in result.summary
     assert time.monotonic() - start < 35
 
 

@@ -141,6 +141,12 @@ def test_right_submission_passes(folder, task, returning_task):
     assert result.cases_passed == result.cases_total > 0
 
 
+@pytest.mark.parametrize("seed", [2, 3])  # seeds where the tiny case drops its only element: x is never read
+def test_a_kernel_that_loads_only_kept_elements_passes_even_when_none_is_kept(seed):
+    result = grader.grade_task("residual_dropout", GOOD / "sparse_dropout_loads", seed=seed)
+    assert result.status == PASS, full_text(result)
+
+
 # --------------------------------------------------------------------------------------------------
 # seeds: printed on failure, and the same seed gives the same failure
 

@@ -99,7 +99,7 @@ def _flow_outcome(flow: dict | None, launches: list[str], partly_read: frozenset
     ``partly_read``) and wrote every output element."""
     if not flow:
         return None
-    unread = list(flow.get("unread_inputs", []))
+    unread = [name for name in flow.get("unread_inputs", []) if name not in partly_read]
     unwritten = {k: v for k, v in dict(flow.get("unwritten_by_kernel", {})).items() if v}
     partly = {
         k: v for k, v in dict(flow.get("unread_elements", {})).items() if v and k not in unread and k not in partly_read

@@ -37,8 +37,9 @@ ALLOWED_IN_LAUNCHER = frozenset(
 )
 _POISONED_ALLOCATIONS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
 # Views that copy when the tensor's layout does not allow a view (a transpose made contiguous, the
-# reshape of a strided tensor): a copy is a pass over memory that torch makes, not the kernel.
-_VIEWS_UNLESS_COPIED = frozenset("contiguous reshape reshape_as flatten unflatten".split())
+# reshape of a strided tensor) or the index asks for a gather (x[list], x[mask]): a copy is a pass
+# over memory that torch makes, not the kernel.
+_VIEWS_UNLESS_COPIED = frozenset("contiguous reshape reshape_as flatten unflatten __getitem__".split())
 # Printing a tensor in the launcher works, but shows no values: text is a way to read the data on the
 # host (and compute with it in Python) that no kernel sees. Print values from a notebook, or with
 # tl.device_print inside the kernel.
@@ -113,10 +114,12 @@ def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_
             if name in _POISONED_ALLOCATIONS and hasattr(out, "fill_"):
                 poison(out)
             if name in _VIEWS_UNLESS_COPIED and _copied(args, out):
+                what = "indexing" if name == "__getitem__" else f"`{name}`"
                 raise TorchComputeInLauncher(
-                    f"the launcher called torch `{name}` ({_where_in(learner_files)}) on a tensor whose layout "
-                    f"makes it a copy, not a view: a pass over memory that torch makes, not your kernel. Read the "
-                    "tensor through its strides in the kernel (pass x.stride(0) and x.stride(1)) instead."
+                    f"the launcher called torch {what} ({_where_in(learner_files)}) in a way that makes a copy, not "
+                    "a view: a pass over memory that torch makes, not your kernel. Index with slices and integers "
+                    "only, and read the tensor through its strides in the kernel (pass x.stride(0) and "
+                    "x.stride(1))."
                 )
             return out
 

@@ -168,7 +168,10 @@ class _Watchdog(threading.Thread):
         return pids
 
     def _usage(self) -> tuple[int, int]:
+        """(bytes, threads) of the sandbox's processes together: resident memory, and the memory of the
+        files in RAM that they hold open without mapping (memfd), which no process's RSS shows."""
         memory = threads = 0
+        files = set()
         for pid in self._tree():
             with contextlib.suppress(OSError, ValueError):
                 with open(f"/proc/{pid}/status") as f:
@@ -177,6 +180,14 @@ class _Watchdog(threading.Thread):
                             memory += int(line.split()[1]) * 1024
                         elif line.startswith("Threads:"):
                             threads += int(line.split()[1])
+            with contextlib.suppress(OSError):
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    with contextlib.suppress(OSError):
+                        if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                            info = os.stat(f"/proc/{pid}/fd/{fd}")
+                            if (info.st_dev, info.st_ino) not in files:
+                                files.add((info.st_dev, info.st_ino))
+                                memory += info.st_blocks * 512
         return memory, threads
 
     def run(self) -> None:

@@ -181,7 +181,7 @@ ESCAPE_ATTRIBUTES = frozenset(
     tofile fromfile from_file dump dumps loads numpy pickle marshal serialization hub FileLister FileOpener
     read_text write_text read_bytes write_bytes unlink rmdir mkdir chmod symlink
     gi_frame gi_code cr_frame cr_code ag_frame ag_code tb_frame tb_next f_back f_globals f_locals f_builtins
-    f_code co_code co_consts func_globals set_allocator untyped_storage storage
+    f_code co_code co_consts func_globals set_allocator untyped_storage storage handle
     """.split()
 )
 
@@ -196,6 +196,7 @@ ALLOWED_DECORATORS = frozenset(
     """.split()
 )
 ALLOWED_BUILTIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property"})
+JIT_DECORATORS = frozenset({"triton.jit", "triton.experimental.gluon.jit"})
 PROPERTY_PARTS = frozenset({"setter", "getter", "deleter"})
 
 # Torch function and dispatch modes intercept every torch operation, the grader's own checks included.
@@ -279,6 +280,16 @@ _KERNEL_DEF_LINE = (
     "a line inside a kernel that starts with `def ` (in a string or a comment's continuation) makes Triton's "
     "interpreter read the kernel from that line on: the grader would check one body and run another. "
     "Start the line otherwise"
+)
+_KERNEL_GLOBAL = (
+    "a kernel may read, of the file's own globals, only other kernels (@triton.jit), tl.constexpr values and "
+    "names of triton and torch; Triton refuses the rest when it compiles, and its interpreter would run them "
+    "as Python: pass the value as an argument, or make it a tl.constexpr"
+)
+_JIT_CALL = "write @triton.jit above the function: a kernel made by a call is not read the way Triton reads it"
+_MAYBE_UNBOUND = (
+    "is bound only in a branch or a function that may not run, and Triton's interpreter fills a name of "
+    "its own into such a gap (inspect, np, math, ...): import it at the top of the file"
 )
 _STRING_ANNOTATION = (
     "a string annotation is code the pre-check cannot read, and some tools evaluate it; write the "
@@ -591,8 +602,11 @@ def _root(expr: ast.expr) -> ast.expr:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self, lines: list[str], modules: dict[str, str]):
+    def __init__(self, lines: list[str], modules: dict[str, str], kernel_globals: set[str] = frozenset()):
         self.lines, self.modules = lines, modules
+        self.kernel_globals = kernel_globals  # module-level names a kernel may read (see _kernel_globals)
+        self.kernels: list[bool] = []  # for each function the visit is inside: is it a kernel?
+        self.decorators: set[int] = set()  # ids of the expressions used as decorators
         self.found: list[tuple[int, int, Finding]] = []  # (line, column, finding), to sort in reading order
         self.functions: list[set[str]] = []  # the local names of each function the visit is inside
         self.chain_bases: set[int] = set()  # ids of nodes that are the base of an attribute chain
@@ -690,16 +704,32 @@ class _Checker(ast.NodeVisitor):
         if _is_torch_mode(name):
             self.report(node.lineno, node.col_offset, "torch-mode", f"{name} is not allowed: {_TORCH_MODE}")
 
+    def is_kernel(self, node) -> bool:
+        return any(self.decorator_path(d).endswith(".jit") for d in node.decorator_list)
+
+    def decorator_path(self, decorator: ast.expr) -> str:
+        return self.chain(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
+
+    def check_kernel_source(self, node) -> None:
+        """Triton's interpreter reads a kernel from the last line of its source (decorators included)
+        that starts with "def ": that must be the kernel's own def line, written `def name(`."""
+        first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        for number in range(first, (node.end_lineno or node.lineno) + 1):
+            starts = self.lines[number - 1].strip().startswith("def ")
+            if starts != (number == node.lineno):
+                self.report(number, 0, "kernel-source", f"this line is not allowed in a kernel: {_KERNEL_DEF_LINE}")
+
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.check_binding(node.name, node)
         self.check_decorators(node.decorator_list)
-        if any(
-            (self.chain(d.func if isinstance(d, ast.Call) else d) or "").endswith(".jit") for d in node.decorator_list
-        ):
-            for number in range(node.lineno + 1, (node.end_lineno or node.lineno) + 1):
-                if self.lines[number - 1].strip().startswith("def "):
-                    self.report(number, 0, "kernel-source", f"this line is not allowed in a kernel: {_KERNEL_DEF_LINE}")
+        for decorator in node.decorator_list:
+            self.decorators.add(id(decorator.func if isinstance(decorator, ast.Call) else decorator))
+        kernel = self.is_kernel(node)
+        if kernel:
+            self.check_kernel_source(node)
+        self.kernels.append(kernel)
         self.visit_function(node, [*node.decorator_list], node.body)
+        self.kernels.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -804,6 +834,9 @@ class _Checker(ast.NodeVisitor):
         """A chain from an import: its last name must be allowed, and a module only as a base. A chain
         that goes wrong is reported once, at the name where it does."""
         name = path.rsplit(".", 1)[-1]
+        if path in JIT_DECORATORS and id(node) not in self.decorators:
+            self.report(line, column, "jit-call", f"{shown} is allowed only as a decorator: {_JIT_CALL}")
+            return
         if _is_torch_mode(name):
             self.report(line, column, "torch-mode", f"{shown} is not allowed: {_TORCH_MODE}")
             return
@@ -844,8 +877,22 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         self.check_name(node.id, node, isinstance(node.ctx, ast.Load))
+        if (
+            isinstance(node.ctx, ast.Load)
+            and any(self.kernels)
+            and self.is_builtin(node.id)
+            and node.id not in self.kernel_globals
+            and node.id not in self.modules
+            and not hasattr(builtins, node.id)
+        ):
+            self.report(node.lineno, node.col_offset, "kernel-global",
+                        f"`{node.id}` is not allowed in a kernel: {_KERNEL_GLOBAL}")  # fmt: skip
         if isinstance(node.ctx, ast.Load) and id(node) not in self.chain_bases:
             path = self.imported(node.id)
+            if path in JIT_DECORATORS and id(node) not in self.decorators:
+                self.report(
+                    node.lineno, node.col_offset, "jit-call", f"{node.id} is allowed only as a decorator: {_JIT_CALL}"
+                )
             if path is not None:
                 resolved = resolve(path)
                 if resolved.problem is None and resolved.is_module:
@@ -927,12 +974,77 @@ def check_source(text: str, filename: str = "<task file>") -> list[Finding]:
     # Split where the parser counts lines (str.splitlines also splits at form feeds and the like).
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     modules = _imported_names(tree)
-    checker = _Checker(lines, modules)
+    checker = _Checker(lines, modules, _kernel_globals(tree, modules))
     checker.visit(tree)
     checker.found += _undefined_names(text, filename, tree, lines)
     # A chain such as torch._C._x is reported once per offending name; a finding repeated word for word
     # on one line (from os import path, sep) is said once.
     return list(dict.fromkeys(finding for *_, finding in sorted(checker.found, key=lambda f: f[:2])))
+
+
+def _kernel_globals(tree: ast.Module, modules: dict[str, str]) -> set[str]:
+    """The module-level names a kernel may read: kernels (a def decorated with a jit), values made by
+    a constexpr(...) call, and aliases of library names (tma_load = tma.async_load if hasattr(...) else
+    ...); every binding of the name must be one of these."""
+
+    def alias(expr) -> bool:
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            return _resolve_chain(expr, modules) is not None
+        if isinstance(expr, ast.IfExp):
+            return alias(expr.body) and alias(expr.orelse)
+        return False
+
+    def constexpr(expr) -> bool:
+        return isinstance(expr, ast.Call) and (_resolve_chain(expr.func, modules) or "").endswith(".constexpr")
+
+    good, bad = set(), set()
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            kernel = any(
+                (_resolve_chain(d.func if isinstance(d, ast.Call) else d, modules) or "").endswith(
+                    (".jit", ".constexpr_function")
+                )
+                for d in stmt.decorator_list
+            )
+            (good if kernel else bad).add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            ok = constexpr(stmt.value) or alias(stmt.value)
+            for target in stmt.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        (good if ok else bad).add(name.id)
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.ClassDef, ast.NamedExpr)):
+            for name in ast.walk(stmt.target if hasattr(stmt, "target") else stmt):
+                if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
+                    bad.add(name.id)
+            if isinstance(stmt, ast.ClassDef):
+                bad.add(stmt.name)
+    return good - bad
+
+
+def _unconditional(tree: ast.Module) -> set[str]:
+    """Names the module's own top-level statements bind whatever happens: imports, defs, classes and
+    assignments at the top level, not inside a branch, a loop, a with or a try."""
+    names = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+@cache
+def _interpreter_names() -> frozenset[str]:
+    """The names Triton's interpreter copies into a kernel's module where the module lacks them."""
+    try:
+        from triton.runtime import interpreter
+    except Exception:  # noqa: BLE001 (no interpreter in this Triton: nothing to copy)
+        return frozenset()
+    return frozenset(vars(interpreter))
 
 
 def _undefined_names(text: str, filename: str, tree: ast.Module, lines: list[str]) -> list[tuple[int, int, Finding]]:
@@ -954,13 +1066,18 @@ def _undefined_names(text: str, filename: str, tree: ast.Module, lines: list[str
                 read.add(sym.get_name())
     known = bound | set(dir(builtins)) | ALLOWED_DUNDER_NAMES
     missing = {name for name in read - known if not name.startswith("__")}  # dunders: their own rule
+    maybe = (read & _interpreter_names()) - _unconditional(tree) - missing - set(dir(builtins)) - ALLOWED_DUNDER_NAMES
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in missing:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in missing | maybe:
             code = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
-            message = f"`{node.id}` is not defined in this file: {_UNDEFINED}"
+            if node.id in missing:
+                message = f"`{node.id}` is not defined in this file: {_UNDEFINED}"
+            else:
+                message = f"`{node.id}` {_MAYBE_UNBOUND}"
             found.append((node.lineno, node.col_offset, Finding(node.lineno, code, "undefined-name", message)))
             missing.discard(node.id)  # once, where it is first read
+            maybe.discard(node.id)
     return found
 
 
