@@ -162,6 +162,9 @@ def test_a_realistic_kernel_and_launcher_passes():
         "load = tma.no_such_copy if hasattr(tma, 'no_such_copy') else tma.async_copy_global_to_shared",
         "def f(x):\n    match x:\n        case int(n) | str(n):\n            return type(n)\n        case object():\n"
         "            return None",  # builtin class patterns, and type(x) with one argument
+        # a decorator's arguments are read outside the kernel: a helper of the file's there is fine
+        "import triton\ndef pick(args):\n    return 64\n@triton.heuristics(values={'B': pick})\n@triton.jit\n"
+        "def k(x, B):\n    pass",
     ],
 )
 def test_ordinary_code_passes(source):
@@ -305,7 +308,11 @@ def test_ordinary_code_passes(source):
             "class P:\n    pass\ndef f(x):\n    match x:\n        case P(y):\n            return y",
             [("match-attribute", 5)],
         ),
-        # rule 12: a kernel's source must be read the same way by the grader and by Triton's interpreter
+        # rule 12: a kernel's source must be read the same way by the grader and by Triton's interpreter, and a
+        # kernel reads of the file's globals only kernels, constexprs and library names
+        ("import triton\nSTASH = []\n@triton.jit\ndef k(x):\n    STASH.append(x)", [("kernel-global", 5)]),
+        ("import triton\ndef helper(v):\n    return v\n@triton.jit\ndef k(x):\n    helper(x)", [("kernel-global", 6)]),
+        ("import triton\ndef k(x):\n    pass\nk = triton.jit(k)", [("jit-call", 4)]),
         ('import triton\n@triton.jit\ndef k(x):\n    """\ndef k(x):\n    """\n    pass', [("kernel-source", 5)]),
         # raw storage is a tensor's bytes outside every kernel's and the grader's sight
         ("def f(x):\n    return x.untyped_storage()[0]", [("escape-attribute", 2)]),

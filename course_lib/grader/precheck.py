@@ -641,7 +641,7 @@ class _Checker(ast.NodeVisitor):
 
     # functions, classes, decorators, annotations --------------------------------------------------
 
-    def visit_function(self, node, outer: list[ast.AST | None], body: list[ast.AST]) -> None:
+    def visit_function(self, node, outer: list[ast.AST | None], body: list[ast.AST], kernel: bool = False) -> None:
         """A def or lambda: outer (decorators, return annotation), defaults and annotations, then its body."""
         args = node.args
         params = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
@@ -654,10 +654,12 @@ class _Checker(ast.NodeVisitor):
             if part is not None:
                 self.visit(part)
         self.functions.append(_local_names(node))
+        self.kernels.append(kernel)  # the body is the kernel's; its decorators and defaults were outside
         for param in params:
             self.check_binding(param.arg, param)
         for statement in body:
             self.visit(statement)
+        self.kernels.pop()
         self.functions.pop()
 
     def check_annotation(self, annotation: ast.expr) -> None:
@@ -727,9 +729,7 @@ class _Checker(ast.NodeVisitor):
         kernel = self.is_kernel(node)
         if kernel:
             self.check_kernel_source(node)
-        self.kernels.append(kernel)
-        self.visit_function(node, [*node.decorator_list], node.body)
-        self.kernels.pop()
+        self.visit_function(node, [*node.decorator_list], node.body, kernel)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
