@@ -285,19 +285,22 @@ def _hang_everywhere(folder: Path) -> None:
 def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
     """The time limits follow the reference solutions' times, so a hang is reported in seconds.
     Each task's first case hangs until its limit, 15 s plus ten times the solution's time, two tasks at
-    a time: target under 12 s a task on 2 cores (12 tasks took 112 s, 19 tasks 194 s on a loaded
-    machine); with the old fixed limits (120 s a step) it would take minutes a task. The solutions are
-    timed once per machine, the first time a task is graded there; that one-time cost is taken first
-    and printed apart."""
+    a time: target under 12 s a task on 2 cores (all 22 tasks took 206 s on a 2-core machine, 9.4 s a
+    task); with the old fixed limits (120 s a step) it would take minutes a task. The first task of
+    every chapter stands for its chapter here (11 tasks: the suite's time on 2 cores is CI's budget).
+    The solutions are timed once per machine, the first time a task is graded there; that one-time
+    cost is taken first and printed apart."""
     _hang_everywhere(tmp_path)
+    chosen = list({spec.chapter: spec for spec in reversed(tasks.all_tasks())}.values())
+    assert len(chosen) >= 11
     start = time.perf_counter()
-    for spec in tasks.all_tasks():
+    for spec in chosen:
         grader.limits_for(spec, grader.Worker())
     print(f"timing the reference solutions (once per machine, cached): {time.perf_counter() - start:.0f} s")
     start = time.perf_counter()
-    results = grader.grade([t.name for t in tasks.all_tasks()], source=tmp_path, seed=SEED, jobs=2)
+    results = grader.grade([spec.name for spec in chosen], source=tmp_path, seed=SEED, jobs=2)
     seconds = time.perf_counter() - start
-    print(f"check --all on a submission that hangs in every task: {seconds:.0f} s")
+    print(f"check of {len(chosen)} tasks on a submission that hangs in every task: {seconds:.0f} s")
     assert all(r.status == TIMEOUT for r in results), [(r.task, r.status, r.summary) for r in results]
     assert seconds < 12 * len(results), f"{seconds:.0f} s for {len(results)} tasks"
 
