@@ -42,6 +42,9 @@ if has hostile; then
   step "the hostile suite, the sandbox's tests and the bounds check in GPU mode, sandboxed (none may score)"
   COURSE_MODE=gpu COURSE_TEST_SANDBOX=1 $py scripts/pytest_shards.py "${SHARDS:-6}" "$OUT/hostile_gpu" -- \
     tests/test_hostile.py tests/test_sandbox.py tests/test_bounds_check.py 2>&1 | tee "$OUT/hostile_gpu.txt"
+  # one file for all shards' logs (a device call brings back only a few files)
+  for f in "$OUT"/hostile_gpu.[0-9]*.txt; do printf '######## %s\n' "$(basename "$f")"; cat "$f"; done \
+    > "$OUT/hostile_gpu_shards.txt" && rm -f "$OUT"/hostile_gpu.[0-9]*.txt
 fi
 if has room; then
   step "a small room graded in GPU mode (one worker per GPU)"

@@ -16,7 +16,8 @@ The kinds, by the classes of the grader's threat model (README, "How grading wor
   numpy_dlpack, guard_off_one_element (every element of every input must be read by a kernel);
 * claims: tensor_subclass (layout read from the bytes), probe_mode_lie (the report's mode against
   the grader's), forged_reply, huge_reply, garbled_reply (every field checked);
-* crashes: truncate_case_file (read back into private memory), deep_expression, kill_parent.
+* crashes: truncate_case_file (read back into private memory), deep_expression, kill_parent;
+* objects whose methods torch runs inside its own call, where the guard is off: index_hook, sequence_index.
 Harm to peers and leaks of hidden cases are in tests/test_sandbox.py, with rooms of their own.
 """
 
@@ -159,6 +160,11 @@ KINDS = [
     kind("interpreter_global_gap", "vector_add", rejected("inspect.getmembers"), PRECHECK_HOLDS),
     kind("escape_codes", "vector_add", (FAIL, ("raised RuntimeError: \\x1b[1A\\x1b[2K\\x0dPASS",)),
          (FAIL, ("\\x1b]52;c;",))),
+    # found by a fourth red-team review: torch calls an index's methods with the guard's mode off
+    kind("index_hook", "vector_add", rejected("def __index__(self):"),
+         (FAIL, ("torch compute in the launcher", "a `Door` object"))),
+    kind("sequence_index", "vector_add", (FAIL, ("torch compute in the launcher", "a `Door` object")),
+         (FAIL, ("torch compute in the launcher", "a `Door` object"))),
 ]
 # fmt: on
 SLOW = {

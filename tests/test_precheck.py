@@ -165,6 +165,16 @@ def test_a_realistic_kernel_and_launcher_passes():
         # a decorator's arguments are read outside the kernel: a helper of the file's there is fine
         "import triton\ndef pick(args):\n    return 64\n@triton.heuristics(values={'B': pick})\n@triton.jit\n"
         "def k(x, B):\n    pass",
+        # a self-test under the main guard never runs in the grader: what a launcher may not use is fine there
+        "import torch\nif __name__ == '__main__':\n    torch.manual_seed(0)\n    import time\n"
+        "    torch.testing.assert_close(torch.ones(2), torch.ones(2))",
+        "import torch\nif '__main__' == __name__:\n    torch.manual_seed(0)",
+        # an optional import with a fallback binds the name either way (both branches of an if too)
+        "try:\n    from triton.tools.tensor_descriptor import TensorDescriptor\nexcept ImportError:\n"
+        "    TensorDescriptor = None\ndef f():\n    return TensorDescriptor",
+        "import triton\nif hasattr(triton, 'cdiv'):\n    from functools import partial\nelse:\n"
+        "    from itertools import chain as partial\ndef f():\n    return partial",
+        "try:\n    import numpy as np\nexcept ImportError:\n    raise\ndef f():\n    return np.float32",
     ],
 )
 def test_ordinary_code_passes(source):
@@ -316,6 +326,24 @@ def test_ordinary_code_passes(source):
         ('import triton\n@triton.jit\ndef k(x):\n    """\ndef k(x):\n    """\n    pass', [("kernel-source", 5)]),
         # raw storage is a tensor's bytes outside every kernel's and the grader's sight
         ("def f(x):\n    return x.untyped_storage()[0]", [("escape-attribute", 2)]),
+        # the main guard's body is skipped only where it cannot run: its else is checked, and a file that
+        # binds __name__ (or puts more in the test) has its block checked too
+        ("import torch\nif __name__ == '__main__':\n    pass\nelse:\n    torch.manual_seed(0)", [("not-allowed", 5)]),
+        (
+            "import torch\n__name__ = '__main__'\nif __name__ == '__main__':\n    torch.manual_seed(0)",
+            [("not-allowed", 4)],
+        ),
+        ("import torch\nif __name__ == '__main__' or True:\n    torch.manual_seed(0)", [("not-allowed", 3)]),
+        ("import torch\ndef f():\n    if __name__ == '__main__':\n        torch.manual_seed(0)", [("not-allowed", 4)]),
+        # a name bound in one branch only, deleted, or only annotated is not bound: Triton's interpreter fills it
+        (
+            "try:\n    import numpy as np\nexcept ImportError:\n    pass\ndef f():\n    return np.float32",
+            [("undefined-name", 6)],
+        ),
+        ("import numpy as np\ndel np\ndef f():\n    return np.float32", [("undefined-name", 4)]),
+        ("np: int\ndef f():\n    return np", [("undefined-name", 3)]),
+        # the numeric conversions torch and Python call from C, where no guard sees
+        ("class D:\n    def __index__(self):\n        return 0", [("hook-method", 2)]),
     ],
 )
 def test_escape_hatches_are_rejected_with_rule_and_line(source, expected):

@@ -225,7 +225,8 @@ def test_a_room_graded_together_harms_no_peer_and_leaves_no_process(room):
     jobs = [grader.Job(name, "vector_add", room["root"] / name) for name in ("spy", "victim")]
     results = grader.grade_jobs(jobs, seed=SEED, workers=2, check_source=False, sandboxed=True)
     spy, victim = results
-    assert spy.status == "fail" and victim.status == "pass", (spy.summary, victim.summary)
+    said = "\n".join(f"{r.learner}: {r.status}: {r.summary}\n{r.output[-1500:]}" for r in results)
+    assert spy.status == "fail" and victim.status == "pass", said
     assert room["victim"].read_bytes() == before
     assert (
         not (room["cache"] / "limits-cpu.json").exists()

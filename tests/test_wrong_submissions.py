@@ -131,7 +131,12 @@ def test_every_wrong_submission_has_an_expectation():
 
 # correct kernels written differently from the solutions: each must pass (chapter 10's, the hostile
 # suite's controls and many_launches are graded in their own tests)
-RIGHT = [("allowed_torch", "vector_add"), ("returning", "returning_add"), ("sparse_dropout_loads", "residual_dropout")]
+RIGHT = [
+    ("allowed_torch", "vector_add"),
+    ("returning", "returning_add"),
+    ("sparse_dropout_loads", "residual_dropout"),
+    ("self_test_block", "vector_add"),  # a self-test under the main guard, an optional import with a fallback
+]
 
 
 @pytest.mark.parametrize(("folder", "task"), RIGHT)

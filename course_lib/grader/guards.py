@@ -63,6 +63,40 @@ def _copied(args, out) -> bool:
     return out.untyped_storage().data_ptr() != source.untyped_storage().data_ptr()
 
 
+def _plain_types() -> frozenset:
+    """The exact types a launcher's torch call may take as arguments (containers are looked into)."""
+    import numpy as np
+    import torch
+
+    return frozenset(
+        {int, float, bool, complex, str, bytes, type(None), type(...), slice, torch.Tensor, torch.Size,
+         torch.dtype, torch.device, torch.layout, torch.memory_format, tuple, list, dict}
+        | set(np.sctypeDict.values())
+    )  # fmt: skip
+
+
+def _odd_argument(value, plain: frozenset, depth: int = 0) -> str | None:
+    """The first argument (looked into tuples, lists, dicts and slices) of a type other than the plain ones:
+    its methods would run as learner code inside torch's own call, where the guard does not see."""
+    kind = type(value)
+    if kind not in plain:
+        return f"`{kind.__name__}` object"
+    if depth > 8:
+        return "structure nested too deep"
+    items = ()
+    if kind is dict:
+        items = (*value.keys(), *value.values())
+    elif kind is slice:
+        items = (value.start, value.stop, value.step)
+    elif kind in (tuple, list) or kind.__name__ == "Size":
+        items = value
+    for item in items:
+        odd = _odd_argument(item, plain, depth + 1)
+        if odd is not None:
+            return odd
+    return None
+
+
 def _short_name(func) -> str:
     from torch.overrides import resolve_name
 
@@ -95,6 +129,7 @@ def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_
     from torch.overrides import TorchFunctionMode
 
     files = frozenset(learner_files)
+    plain = _plain_types()
 
     class _Guard(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -109,6 +144,14 @@ def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_
                 raise TorchComputeInLauncher(
                     f"the launcher called torch `{name}` ({_where_in(learner_files)}). A launcher may "
                     "allocate outputs, make views and read shapes; the computing belongs in the kernel."
+                )
+            odd = _odd_argument((args, kwargs), plain)
+            if odd is not None:
+                raise TorchComputeInLauncher(
+                    f"the launcher passed torch `{name}` a {odd} ({_where_in(learner_files)}). Torch calls "
+                    "Python methods of such an object (__index__, __len__, __getitem__, ...) while it runs, out of "
+                    "the grader's sight: pass plain ints, floats, tuples, slices, dtypes and tensors (int(n), "
+                    "tuple(shape))."
                 )
             out = func(*args, **kwargs)
             if name in _POISONED_ALLOCATIONS and hasattr(out, "fill_"):

@@ -274,7 +274,8 @@ HOOK_METHODS = frozenset(
     """__prepare__ __instancecheck__ __subclasscheck__ __init_subclass__ __set_name__ __class_getitem__
     __getattr__ __getattribute__ __setattr__ __delattr__ __get__ __set__ __delete__ __reduce__ __reduce_ex__
     __getstate__ __setstate__ __copy__ __deepcopy__ __del__ __new__ __array__ __array_function__ __array_ufunc__
-    __dlpack__ __format__ __match_args__""".split()
+    __dlpack__ __format__ __match_args__
+    __index__ __int__ __float__ __complex__ __bool__ __trunc__ __floor__ __ceil__ __round__""".split()
 )
 _KERNEL_DEF_LINE = (
     "a line inside a kernel that starts with `def ` (in a string or a comment's continuation) makes Triton's "
@@ -971,15 +972,50 @@ def _decode(data: bytes) -> str:
 def check_source(text: str, filename: str = "<task file>") -> list[Finding]:
     """Every escape hatch in a task file's source, in reading order. Raises SyntaxError if it does not parse."""
     tree = ast.parse(text, filename)
+    skipped = _main_blocks(tree)
     # Split where the parser counts lines (str.splitlines also splits at form feeds and the like).
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     modules = _imported_names(tree)
     checker = _Checker(lines, modules, _kernel_globals(tree, modules))
     checker.visit(tree)
     checker.found += _undefined_names(text, filename, tree, lines)
+    found = [f for f in checker.found if not any(first <= f[0] <= last for first, last in skipped)]
     # A chain such as torch._C._x is reported once per offending name; a finding repeated word for word
     # on one line (from os import path, sep) is said once.
-    return list(dict.fromkeys(finding for *_, finding in sorted(checker.found, key=lambda f: f[:2])))
+    return list(dict.fromkeys(finding for *_, finding in sorted(found, key=lambda f: f[:2])))
+
+
+def _main_blocks(tree: ast.Module) -> list[tuple[int, int]]:
+    """The lines of each top-level ``if __name__ == "__main__":`` body, emptied from ``tree``: a learner's
+    self-test there never runs in the grader (the file is imported under another name), so it may use
+    what a launcher may not (torch.manual_seed, torch.testing). Only where nothing in the file can bind
+    ``__name__``; an ``else:`` is checked as always."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
+            return []
+        if isinstance(node, ast.alias) and "__name__" in (node.asname, node.name):
+            return []
+        if isinstance(node, ast.arg) and node.arg == "__name__":
+            return []
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and "__name__" in node.names:
+            return []
+        if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name == "__name__":
+            return []
+    skipped = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.If) and _is_main_test(stmt.test) and stmt.body:
+            skipped.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno))
+            stmt.body = [ast.copy_location(ast.Pass(), stmt.body[0])]
+    return skipped
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [side for side in sides if isinstance(side, ast.Name) and side.id == "__name__"]
+    mains = [side for side in sides if isinstance(side, ast.Constant) and side.value == "__main__"]
+    return len(names) == 1 and len(mains) == 1
 
 
 def _kernel_globals(tree: ast.Module, modules: dict[str, str]) -> set[str]:
@@ -1024,17 +1060,46 @@ def _kernel_globals(tree: ast.Module, modules: dict[str, str]) -> set[str]:
 
 def _unconditional(tree: ast.Module) -> set[str]:
     """Names the module's own top-level statements bind whatever happens: imports, defs, classes and
-    assignments at the top level, not inside a branch, a loop, a with or a try."""
-    names = set()
-    for stmt in tree.body:
+    assignments at the top level; a name bound in both branches of an if, or in a try's body and each of
+    its handlers (the optional import with a fallback); never one the file deletes anywhere."""
+    deleted = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del)}
+    return _bound_by(tree.body) - deleted
+
+
+_EVERY_NAME = frozenset({"*"})  # what a block that always raises binds: the import fails, nothing is read
+
+
+def _bound_by(body: list[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for stmt in body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(stmt.name)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
+                continue  # `x: int` binds nothing
             for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
                 names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(stmt, ast.If):
+            names |= _both(_bound_by(stmt.body), _bound_by(stmt.orelse))
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            done = _bound_by(stmt.body) | _bound_by(stmt.orelse)
+            for handler in stmt.handlers:
+                done = _both(done, _bound_by(handler.body))
+            names |= done | _bound_by(stmt.finalbody)
+        elif isinstance(stmt, ast.Raise):
+            names |= _EVERY_NAME
     return names
+
+
+def _both(one: set[str], other: set[str]) -> set[str]:
+    """What two alternative blocks both bind (a block that always raises binds everything)."""
+    if "*" in one:
+        return set(other) | {"*"} if "*" in other else set(other)
+    if "*" in other:
+        return set(one)
+    return one & other
 
 
 @cache
