@@ -408,3 +408,49 @@ def test_torch_guard_lets_triton_work_inside_a_launch():
         plus_one_kernel[(1,)](x, 5, BLOCK_SIZE=8)
     assert watch.launches == ["plus_one_kernel"]
     assert (x == 1).all()
+
+
+_X, _V = torch.randn(4, 6), torch.randn(8)
+# what a launcher writes to make views and read shapes: the guard lets each through
+_VIEWS_AND_QUERIES = {
+    "ravel": lambda: _X.ravel(),
+    "swapaxes": lambda: _X.swapaxes(0, 1),
+    "movedim": lambda: _X.movedim(0, 1),
+    "broadcast_to": lambda: _V.broadcast_to((3, 8)),
+    "diagonal": lambda: _X.diagonal(),
+    "tensor_split": lambda: _V.tensor_split(2),
+    "get_device": lambda: _X.get_device(),
+    "type": lambda: _X.type(),
+    "is_same_size": lambda: _X.is_same_size(_X),
+    "numpy ints as a shape": lambda: torch.empty([np.int64(3), np.int32(4)]),
+    "torch.Size arithmetic": lambda: torch.empty(_X.shape[:-1] + (2,)),
+    "slices and None": lambda: _V[None, 1:5:2],
+}
+
+
+@pytest.mark.parametrize("name", list(_VIEWS_AND_QUERIES))
+def test_views_and_shape_questions_pass_the_guard(name):
+    with guards.launcher_torch_guard():
+        _VIEWS_AND_QUERIES[name]()
+
+
+class _Index:
+    """An index that computes with torch in its __index__, which torch calls inside its own indexing, where
+    the guard's mode is off (elsewhere the guard is on while it runs, and refuses the add)."""
+
+    def __index__(self):
+        torch.add(_V, _V)
+        return 0
+
+
+@pytest.mark.parametrize("make", [lambda i: _X[i], lambda i: _X[(i, 0)], lambda i: torch.empty([i, 2]),
+                                  lambda i: _X.new_zeros((i, 2))])  # fmt: skip
+def test_an_object_of_the_launchers_own_is_no_torch_argument(make):
+    # refused by the guard, or by torch's own argument parser (a size must be ints): never computed unseen
+    with pytest.raises((guards.TorchComputeInLauncher, TypeError)), guards.launcher_torch_guard():
+        make(_Index())
+
+
+def test_a_tensor_type_with_a_dtype_converts_and_is_refused():
+    with pytest.raises(guards.TorchComputeInLauncher, match="torch `type`"), guards.launcher_torch_guard():
+        _X.type(torch.float64)

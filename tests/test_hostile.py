@@ -17,7 +17,8 @@ The kinds, by the classes of the grader's threat model (README, "How grading wor
 * claims: tensor_subclass (layout read from the bytes), probe_mode_lie (the report's mode against
   the grader's), forged_reply, huge_reply, garbled_reply (every field checked);
 * crashes: truncate_case_file (read back into private memory), deep_expression, kill_parent;
-* objects whose methods torch runs inside its own call, where the guard is off: index_hook, sequence_index.
+* objects whose methods torch runs inside its own call, where the guard is off: index_hook, sequence_index;
+* a main-guard block made to run: main_block_rebind.
 Harm to peers and leaks of hidden cases are in tests/test_sandbox.py, with rooms of their own.
 """
 
@@ -165,6 +166,8 @@ KINDS = [
          (FAIL, ("torch compute in the launcher", "a `Door` object"))),
     kind("sequence_index", "vector_add", (FAIL, ("torch compute in the launcher", "a `Door` object")),
          (FAIL, ("torch compute in the launcher", "a `Door` object"))),
+    # found by a fifth: a def binds __name__ so that a main-guard block runs (past the pre-check it may pass)
+    kind("main_block_rebind", "vector_add", rejected("@p.setter"), PRECHECK_HOLDS),
 ]
 # fmt: on
 SLOW = {

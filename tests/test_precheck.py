@@ -175,6 +175,9 @@ def test_a_realistic_kernel_and_launcher_passes():
         "import triton\nif hasattr(triton, 'cdiv'):\n    from functools import partial\nelse:\n"
         "    from itertools import chain as partial\ndef f():\n    return partial",
         "try:\n    import numpy as np\nexcept ImportError:\n    raise\ndef f():\n    return np.float32",
+        "class A:\n    def __init__(self):\n        self.v = 1\n\n    @property\n    def x(self):\n"
+        "        return self.v\n\n    @x.setter\n    def x(self, v):\n        self.v = v",
+        "from triton.language.extra.cuda import libdevice\nimport triton\n@triton.jit\ndef k(x):\n    libdevice.exp(x)",
     ],
 )
 def test_ordinary_code_passes(source):
@@ -331,8 +334,17 @@ def test_ordinary_code_passes(source):
         ("import torch\nif __name__ == '__main__':\n    pass\nelse:\n    torch.manual_seed(0)", [("not-allowed", 5)]),
         (
             "import torch\n__name__ = '__main__'\nif __name__ == '__main__':\n    torch.manual_seed(0)",
-            [("not-allowed", 4)],
+            [("dunder-name", 2), ("not-allowed", 4)],
         ),
+        # ... however it is bound: a def, a class, an except-as; and a decorator .setter only of a property
+        (
+            "import torch\nclass P:\n    def setter(self, f):\n        return '__main__'\np = P()\n@p.setter\n"
+            "def __name__():\n    pass\nif __name__ == '__main__':\n    torch.manual_seed(0)",
+            [("decorator", 6), ("dunder-name", 7), ("not-allowed", 10)],
+        ),
+        ("class __name__:\n    pass", [("dunder-name", 1)]),
+        ("try:\n    pass\nexcept Exception as __name__:\n    pass", [("dunder-name", 3)]),
+        ("def __helper__():\n    pass", [("dunder-name", 1)]),
         ("import torch\nif __name__ == '__main__' or True:\n    torch.manual_seed(0)", [("not-allowed", 3)]),
         ("import torch\ndef f():\n    if __name__ == '__main__':\n        torch.manual_seed(0)", [("not-allowed", 4)]),
         # a name bound in one branch only, deleted, or only annotated is not bound: Triton's interpreter fills it

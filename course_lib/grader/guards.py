@@ -32,14 +32,15 @@ ALLOWED_IN_LAUNCHER = frozenset(
     size stride numel nelement dim ndim shape dtype device is_contiguous data_ptr element_size
     itemsize nbytes storage_offset is_cuda is_cpu layout requires_grad is_leaf
     is_floating_point is_complex __len__ __hash__ _version grad_fn
-    names
+    names ravel swapaxes swapdims movedim moveaxis broadcast_to diagonal tensor_split hsplit vsplit
+    view_as_real view_as_complex get_device is_same_size dim_order is_set_to
     """.split()
 )
 _POISONED_ALLOCATIONS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
 # Views that copy when the tensor's layout does not allow a view (a transpose made contiguous, the
 # reshape of a strided tensor) or the index asks for a gather (x[list], x[mask]): a copy is a pass
 # over memory that torch makes, not the kernel.
-_VIEWS_UNLESS_COPIED = frozenset("contiguous reshape reshape_as flatten unflatten __getitem__".split())
+_VIEWS_UNLESS_COPIED = frozenset("contiguous reshape reshape_as flatten unflatten ravel __getitem__".split())
 # Printing a tensor in the launcher works, but shows no values: text is a way to read the data on the
 # host (and compute with it in Python) that no kernel sees. Print values from a notebook, or with
 # tl.device_print inside the kernel.
@@ -140,7 +141,7 @@ def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_
             name = _short_name(func)
             if name in _SHOWN_WITHOUT_VALUES and args and hasattr(args[0], "shape"):
                 return _described(args[0])
-            if name not in allowed:
+            if name not in allowed and not (name == "type" and len(args) == 1 and not kwargs):  # x.type(): a string
                 raise TorchComputeInLauncher(
                     f"the launcher called torch `{name}` ({_where_in(learner_files)}). A launcher may "
                     "allocate outputs, make views and read shapes; the computing belongs in the kernel."

@@ -102,6 +102,7 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     "triton.language.extra": EVERYTHING,
     "triton.language.extra.libdevice": EVERYTHING,
     "triton.language.extra.cuda": EVERYTHING,
+    "triton.language.extra.cuda.libdevice": EVERYTHING,
     "triton.experimental": frozenset({"gluon"}),
     "triton.experimental.gluon": frozenset("jit constexpr_function must_use_result aggregate language nvidia".split()),
     "triton.experimental.gluon.language": EVERYTHING,
@@ -608,6 +609,8 @@ class _Checker(ast.NodeVisitor):
         self.kernel_globals = kernel_globals  # module-level names a kernel may read (see _kernel_globals)
         self.kernels: list[bool] = []  # for each function the visit is inside: is it a kernel?
         self.decorators: set[int] = set()  # ids of the expressions used as decorators
+        self.methods: set[int] = set()  # ids of the defs directly in a class body (where __init__ belongs)
+        self.properties: list[set[str]] = []  # per enclosing class: the names of its @property methods
         self.found: list[tuple[int, int, Finding]] = []  # (line, column, finding), to sort in reading order
         self.functions: list[set[str]] = []  # the local names of each function the visit is inside
         self.chain_bases: set[int] = set()  # ids of nodes that are the base of an attribute chain
@@ -693,6 +696,8 @@ class _Checker(ast.NodeVisitor):
                 isinstance(target, ast.Attribute)
                 and target.attr in PROPERTY_PARTS
                 and isinstance(target.value, ast.Name)
+                and self.properties
+                and target.value.id in self.properties[-1]
             ):
                 continue  # @value.setter of a property the class defines
             self.report(
@@ -703,9 +708,17 @@ class _Checker(ast.NodeVisitor):
             )
 
     def check_binding(self, name: str, node: ast.AST) -> None:
-        """A function, class or parameter the file defines: __torch_function__ is a torch mode hook."""
+        """A function, class or parameter the file defines: __torch_function__ is a torch mode hook; a
+        dunder name belongs only to a method (def __init__ in a class body)."""
         if _is_torch_mode(name):
             self.report(node.lineno, node.col_offset, "torch-mode", f"{name} is not allowed: {_TORCH_MODE}")
+        elif name.startswith("__") and id(node) not in self.methods:
+            self.check_name(name, node, load=False)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self.check_binding(node.name, node)
+        self.generic_visit(node)
 
     def is_kernel(self, node) -> bool:
         return any(self.decorator_path(d).endswith(".jit") for d in node.decorator_list)
@@ -744,12 +757,22 @@ class _Checker(ast.NodeVisitor):
             isinstance(b, ast.Name) and b.id == "type" for b in node.bases
         ):
             self.report(node.lineno, node.col_offset, "metaclass", f"class {node.name} is not allowed: {_METACLASS}")
+        defs = [item for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        self.methods.update(id(item) for item in defs)
+        self.properties.append(
+            {
+                item.name
+                for item in defs
+                if any(isinstance(d, ast.Name) and d.id == "property" for d in item.decorator_list)
+            }
+        )
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in HOOK_METHODS:
                 self.report(item.lineno, item.col_offset, "hook-method",
                             f"defining {item.name} is not allowed: it changes how Python itself reads, checks or "
                             "makes objects, a hook a kernel and launcher never need")  # fmt: skip
         self.generic_visit(node)
+        self.properties.pop()
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self.check_annotation(node.annotation)
@@ -914,13 +937,13 @@ class _Checker(ast.NodeVisitor):
             self.report(line, column, "torch-mode", f"{name} is not allowed: {_TORCH_MODE}")
         elif load and name in BANNED_BUILTINS and self.is_builtin(name):
             self.report(line, column, "builtin", f"the builtin {name} is not allowed: {BANNED_BUILTINS[name]}")
-        elif name.startswith("__") and name not in ALLOWED_DUNDER_NAMES:
+        elif name.startswith("__") and (name not in ALLOWED_DUNDER_NAMES or not load):
             self.report(
                 line,
                 column,
                 "dunder-name",
                 f"{name} is not allowed: names that start with two underscores reach the interpreter's internals; "
-                "of them a task file may use only __name__, __file__ and __doc__",
+                "of them a task file may read only __name__, __file__ and __doc__, and bind none",
             )
 
     def visit(self, node):  # a visit that marks attribute bases before their attribute is seen
@@ -991,16 +1014,14 @@ def _main_blocks(tree: ast.Module) -> list[tuple[int, int]]:
     what a launcher may not (torch.manual_seed, torch.testing). Only where nothing in the file can bind
     ``__name__``; an ``else:`` is checked as always."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
-            return []
-        if isinstance(node, ast.alias) and "__name__" in (node.asname, node.name):
-            return []
-        if isinstance(node, ast.arg) and node.arg == "__name__":
-            return []
-        if isinstance(node, (ast.Global, ast.Nonlocal)) and "__name__" in node.names:
-            return []
-        if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name == "__name__":
-            return []
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            continue  # a read of __name__ (the test itself)
+        for _, value in ast.iter_fields(node):
+            # a def, class, except-as, import-as, argument, global or pattern named __name__, or the word
+            # as a string: anything that might bind it
+            values = value if isinstance(value, list) else [value]
+            if any(isinstance(v, str) and "__name__" in v for v in values):
+                return []
     skipped = []
     for stmt in tree.body:
         if isinstance(stmt, ast.If) and _is_main_test(stmt.test) and stmt.body:
