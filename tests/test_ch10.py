@@ -320,9 +320,12 @@ def test_bench_variants_on_the_cpu():
 
 def test_work_judge():
     decomposed, naive = ch10.split_flops(ch10.WORK_PROBE)
-    facts = {"work": decomposed, "by_op": {"aten.mm": decomposed}, "python_reads": 0}
+    facts = {"work": decomposed, "by_op": {"aten.mm": decomposed}, "python_reads": 0, "right": True}
     [(ok, _, _)] = ch10.judge_split_work(facts)
     assert ok
+    # the count judges the probe's own run: a wrong result there fails (a launcher that knows the shape)
+    [(ok, summary, _)] = ch10.judge_split_work({**facts, "right": False, "work": 0})
+    assert not ok and "wrong result on the grader's work probe" in summary
     [(ok, summary, details)] = ch10.judge_split_work({**facts, "work": naive, "by_op": {"aten.bmm": naive}})
     assert not ok and "once per candidate" in summary and "aten.bmm 540,672" in details[0]
     [(ok, summary, _)] = ch10.judge_split_work({**facts, "work": 5 * decomposed})
@@ -604,3 +607,10 @@ def test_eager_model_reads_each_user_once_and_summary_sorts_in_step_order():
     assert names == sorted(names)
     source, rows = ch10.summary_rows("published", "bfloat16", {"baselines": None, "experiment": None, "gluon": None})
     assert source is None and rows == []
+
+
+def test_the_padding_judge_fails_a_probe_that_got_no_padded_w_c():
+    """A launcher that knows PAD_PROBE's shape and returns anything but W_c, padded, there fails."""
+    verdicts = ch10.judge_pad_zero({"checked": False})
+    assert [ok for ok, *_ in verdicts] == [False]
+    assert "on the grader's probe" in verdicts[0][1]

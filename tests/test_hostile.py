@@ -18,7 +18,8 @@ The kinds, by the classes of the grader's threat model (README, "How grading wor
   the grader's), forged_reply, huge_reply, garbled_reply (every field checked);
 * crashes: truncate_case_file (read back into private memory), deep_expression, kill_parent;
 * objects whose methods torch runs inside its own call, where the guard is off: index_hook, sequence_index;
-* a main-guard block made to run: main_block_rebind.
+* a main-guard block made to run: main_block_rebind; a launcher that knows a structural probe's shape:
+  probe_shape_split, probe_shape_fusion (the probe's own result must be right).
 Harm to peers and leaks of hidden cases are in tests/test_sandbox.py, with rooms of their own.
 """
 
@@ -168,6 +169,11 @@ KINDS = [
          (FAIL, ("torch compute in the launcher", "a `Door` object"))),
     # found by a fifth: a def binds __name__ so that a main-guard block runs (past the pre-check it may pass)
     kind("main_block_rebind", "vector_add", rejected("@p.setter"), PRECHECK_HOLDS),
+    # ... and a launcher that knows a structural probe's shape and does something else there
+    kind("probe_shape_split", "split_user_gemm", (FAIL, ("wrong result on the grader's work probe",)),
+         (FAIL, ("wrong result on the grader's work probe",))),
+    kind("probe_shape_fusion", "fused_linear", (FAIL, ("the grader's fusion probe",)),
+         (FAIL, ("the grader's fusion probe",))),
 ]
 # fmt: on
 SLOW = {

@@ -12,6 +12,7 @@ from dataclasses import replace
 import torch
 
 from .. import runtime
+from ..compare import close_enough
 from . import Case, TaskSpec, output_like, random_tensor, register
 from .ch06_matmul import MATMUL_TOLERANCE, _operand
 
@@ -365,7 +366,12 @@ def probe_fusion(module, entry) -> dict:
                 entry(x=x, weight=weight, bias=bias, out=out)
         finally:
             hooks.access_listeners.remove(listener)
-        shapes.append({"shape": [M, N, K], "launches": list(watch.launches), "runs": listener.facts()})
+        # the access record judges this run, so this run must compute the answer (a launcher that knows
+        # the probe's shapes and runs a cheaper kernel there fails here)
+        expected = linear_reference(x.double(), weight.double(), bias.double())
+        right = close_enough(out.double(), expected, LINEAR_TOLERANCE[F16])
+        shapes.append({"shape": [M, N, K], "launches": list(watch.launches), "runs": listener.facts(),
+                       "right": bool(right)})  # fmt: skip
     return {"mode": runtime.CPU, "shapes": shapes}
 
 
@@ -457,6 +463,18 @@ def judge_fusion(facts: dict) -> list[tuple[bool, str, list[str]]]:
             )
         elif never:
             checks.append((False, f"{never} of the {M * N} elements of out were never stored {where}", []))
+        elif seen.get("right") is not True:  # fused, by this run's record: then this run must be right too
+            checks.append(
+                (
+                    False,
+                    f"out was wrong after the launcher ran {where} (the grader's fusion probe)",
+                    [
+                        "The grader records how out is written in this run, so it must compute the same answer "
+                        "as every case: a launcher that does something else at this shape is judged by what it "
+                        "does here."
+                    ],
+                )
+            )
         if checks:  # the first shape that shows a problem says it; the next would repeat it
             break
     if checks:

@@ -328,8 +328,17 @@ def probe_split_work(module, entry) -> dict:
     """In the worker: the work counted (``count_work``) while the learner's split_user_gemm runs on
     WORK_PROBE, by operator. Plain data, judged by ``judge_split_work``."""
     inputs = split_inputs(WORK_PROBE, torch.Generator().manual_seed(0))
-    _, by_op, reads = count_work(entry, **inputs)
-    return {"shape": list(WORK_PROBE.shape), "work": sum(by_op.values()), "by_op": by_op, "python_reads": reads}
+    got, by_op, reads = count_work(entry, **inputs)
+    # the count judges this run, so this run must compute the answer: a launcher that knows the probe's
+    # shape and does nothing there (or something cheaper) fails here
+    expected = capstone_reference(**{k: v.double() if k in ("w", "e_user", "e_cand") else v for k, v in inputs.items()})
+    right = (
+        type(got) is torch.Tensor
+        and got.shape == expected.shape
+        and close_enough(got.double(), expected, SPLIT_TOLERANCE[WORK_PROBE.dtype])
+    )
+    return {"shape": list(WORK_PROBE.shape), "work": sum(by_op.values()), "by_op": by_op, "python_reads": reads,
+            "right": bool(right)}  # fmt: skip
 
 
 def _gflop(n: float) -> str:
@@ -366,6 +375,17 @@ def judge_split_work(facts: dict) -> list[tuple[bool, str, list[str]]]:
             )
         ]
     if got <= WORK_FACTOR * decomposed:
+        if facts.get("right") is not True:  # decomposed, by this run's count: then this run must be right
+            return [
+                (
+                    False,
+                    f"split_user_gemm returned a wrong result on the grader's work probe ({where})",
+                    [
+                        "The grader counts the work of this one run, so it must compute the same answer as every "
+                        "case: a launcher that does something else at this shape is judged by what it does here."
+                    ],
+                )
+            ]
         return [(True, "decomposed", [f"decomposed: {got:,} units of work counted, {decomposed:,} FLOPs decomposed"])]
     if got >= naive / 2:
         return [
@@ -553,7 +573,16 @@ def probe_pad_zero(module, entry) -> dict:
     made = pad_inputs(PAD_PROBE, torch.Generator().manual_seed(0))
     with PoisonFresh():
         padded = entry(made["w_c"])
-    if not isinstance(padded, torch.Tensor) or padded.dim() != 2 or padded.stride(1) != 1:
+    w_c = made["w_c"]
+    if (
+        type(padded) is not torch.Tensor
+        or padded.shape != w_c.shape
+        or padded.stride(1) != 1
+        or padded.dtype != w_c.dtype
+        or not torch.equal(padded, w_c)
+    ):
+        # the cases judged the layout and values of every other run: a launcher that knows the probe's
+        # shape and returns something else there is judged by what it returns here
         return {"checked": False}
     M, kc = padded.shape
     row_stride = padded.stride(0)
@@ -571,8 +600,18 @@ def probe_pad_zero(module, entry) -> dict:
 
 
 def judge_pad_zero(facts: dict) -> list[tuple[bool, str, list[str]]]:
-    if not facts.get("checked"):
-        return [(True, "zero padding", [])]  # the cases judged the layout already
+    if facts.get("checked") is not True:
+        M, _, kc = PAD_PROBE.shape
+        return [
+            (
+                False,
+                f"pad_k returned something other than W_c, padded, on the grader's probe ({M} x {kc})",
+                [
+                    "The grader reads the padding of this one run, so it must return what every case returns: "
+                    "a (rows, Kc) view with unit column stride and W_c's values."
+                ],
+            )
+        ]
     nonzero, total = int(facts.get("nonzero", 0)), int(facts.get("pad_elements", 0))
     if nonzero:
         left = " (NaN: never written after the allocation)" if int(facts.get("nan", 0)) else ""
