@@ -399,19 +399,25 @@ def _run(kernel="capstone_gemm_kernel", n=32 * 20 * 16, never=0, once=None, more
             "user_loads": user}  # fmt: skip
 
 
-def _facts(*runs, temp=2560, launches=("capstone_gemm_kernel", "capstone_gemm_kernel")):
+def _facts(*runs, temp=2560, launches=("capstone_gemm_kernel", "capstone_gemm_kernel"), right=True):
     user_gemm = _run(once=0, never=32 * 20 * 16, user=2 * 13 * 16)  # touches no out
     shape = [32, 2, 20, 16, 8, 16]
     return {
         "mode": runtime.CPU,
         "shapes": [{"shape": shape, "label": "aligned W", "launches": list(launches), "runs": [user_gemm, *runs],
-                    "temp": temp}],
+                    "temp": temp, "right": right}],
     }  # fmt: skip
 
 
 def test_fusion_judge_accepts_a_fused_kernel():
     [(ok, summary, details)] = ch10.judge_fusion(_facts(_run()))
     assert ok and summary == "the broadcast is fused" and "stored out once, read none of it back" in details[0]
+
+
+def test_fusion_judge_fails_a_fused_run_whose_out_is_wrong():
+    """Fusion is judged on the probe's own run: a launcher that knows the probe's shapes fails there."""
+    [(ok, summary, _)] = ch10.judge_fusion(_facts(_run(), right=False))
+    assert not ok and "out was wrong after the launcher ran" in summary and "fusion probe" in summary
 
 
 def test_fusion_judge_rejects_a_second_kernel_over_out():

@@ -19,7 +19,7 @@ The kinds, by the classes of the grader's threat model (README, "How grading wor
 * crashes: truncate_case_file (read back into private memory), deep_expression, kill_parent;
 * objects whose methods torch runs inside its own call, where the guard is off: index_hook, sequence_index;
 * a main-guard block made to run: main_block_rebind; a launcher that knows a structural probe's shape:
-  probe_shape_split, probe_shape_fusion (the probe's own result must be right).
+  probe_shape_split, probe_shape_fusion, probe_shape_sectors (the probe's own result must be right).
 Harm to peers and leaks of hidden cases are in tests/test_sandbox.py, with rooms of their own.
 """
 
@@ -174,6 +174,8 @@ KINDS = [
          (FAIL, ("wrong result on the grader's work probe",))),
     kind("probe_shape_fusion", "fused_linear", (FAIL, ("the grader's fusion probe",)),
          (FAIL, ("the grader's fusion probe",))),
+    kind("probe_shape_sectors", "tiled_transpose", (FAIL, ("wrong result on the grader's structural probe",)),
+         (FAIL, ("wrong result on the grader's structural probe",))),
 ]
 # fmt: on
 SLOW = {

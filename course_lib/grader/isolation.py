@@ -688,8 +688,24 @@ def _judged(spec: tasks.TaskSpec, facts: dict, mode: str) -> list[tuple[bool, st
             )
         ]
     try:
-        checks = spec.judge(facts)
-        return [(bool(ok), str(summary), [str(d) for d in details]) for ok, summary, details in checks]
+        checks = [(bool(ok), str(summary), [str(d) for d in details]) for ok, summary, details in spec.judge(facts)]
+        # A probe that says whether its own run computed the answer ("right") is judged on that run: a
+        # launcher that knows the probe's fixed shape and does something else there fails (the judge's own
+        # message comes first where the run also broke a structural rule).
+        if "right" in facts and facts["right"] is not True and all(ok for ok, *_ in checks):
+            return [
+                (
+                    False,
+                    f"{spec.entry} computed a wrong result on the grader's structural probe (the extra run whose "
+                    "accesses or launches are checked)",
+                    [
+                        "The grader checks the structure of this one run, so it must compute the same answer as "
+                        "every case: a launcher that does something else at the probe's shape is judged by what "
+                        "it does there."
+                    ],
+                )
+            ]
+        return checks
     except Exception as e:  # a malformed fact: the worker's report, which the learner's code can reach
         return [
             (

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from .. import runtime
+from ..compare import close_enough
 from . import DEFAULT_TOLERANCE, Case, TaskSpec, Tolerance, output_like, random_tensor, register
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -259,7 +260,8 @@ def probe_order(module, entry) -> dict:
     finally:
         hooks.access_listeners.remove(listener)
     last = listener.launches[-1] if listener.launches else {"kernel": "", "grid": None, "stores": []}
-    return {"mode": runtime.CPU, "shape": [M, N], "launches": len(listener.launches), **last}
+    right = close_enough(out.double(), a.double() @ b.double(), MATMUL_TOLERANCE[F16])  # judged on this run
+    return {"mode": runtime.CPU, "shape": [M, N], "launches": len(listener.launches), **last, "right": bool(right)}
 
 
 def grouped_order(n_row_tiles: int, n_col_tiles: int, group_m: int) -> list[tuple[int, int]]:

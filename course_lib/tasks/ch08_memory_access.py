@@ -206,6 +206,7 @@ def probe_sectors(module, entry) -> dict:
     return {
         "mode": runtime.CPU,
         "shape": [M, N],
+        "right": bool(torch.equal(out, x.t())),  # the sectors are counted on this run: it must be right
         "loads": listener.counts[("load", "x")],
         "stores": listener.counts[("store", "out")],
         "other": listener.other[:3],

@@ -911,6 +911,10 @@ def probe_fusion(module, entry) -> dict:
         finally:
             hooks.access_listeners.remove(listener)
         runs, temp = listener.facts()
+        # the record judges this run, so this run must compute the answer (a launcher that knows the
+        # probe's shapes and runs a cheaper kernel there fails here)
+        doubled = {k: v.double() if k in ("w", "e_user", "e_cand") else v for k, v in inputs.items() if k != "out"}
+        right = close_enough(out.double(), capstone_reference(**doubled), BROADCAST_TOLERANCE[case.dtype])
         shapes.append(
             {
                 "shape": list(case.shape),
@@ -918,6 +922,7 @@ def probe_fusion(module, entry) -> dict:
                 "launches": list(watch.launches),
                 "runs": runs,
                 "temp": temp,
+                "right": bool(right),
             }
         )
     return {"mode": runtime.CPU, "shapes": shapes}
@@ -1028,6 +1033,18 @@ def judge_fusion(facts: dict) -> list[tuple[bool, str, list[str]]]:
                         + _published_cost(4, "a float32 copy, written and read")
                         + ".",
                         _FUSED,
+                    ],
+                )
+            ]
+        if seen.get("right") is not True:  # fused, by this run's record: then this run must be right too
+            return [
+                (
+                    False,
+                    f"out was wrong after the launcher ran {where} (the grader's fusion probe)",
+                    [
+                        "The grader records how out is written in this run, so it must compute the same answer "
+                        "as every case: a launcher that does something else at this shape is judged by what it "
+                        "does here."
                     ],
                 )
             ]
