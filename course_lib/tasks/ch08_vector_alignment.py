@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 
 from .. import runtime
-from . import Case, TaskSpec, register, structure
+from ..compare import close_enough
+from . import DEFAULT_TOLERANCE, Case, TaskSpec, register, structure
 from .ch06_matmul import MATMUL_TOLERANCE
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -134,6 +135,10 @@ def probe_scale_rows(module, entry) -> dict:
         inputs = scale_rows_inputs(case, gen)
         launch = structure.probe_launch(entry, inputs, ("x", "scale", "out"))
         facts["padded"].append({**launch, **_layout(shape, stride), "dtype": str(dtype).replace("torch.", "")})
+        # the widths are read off this run, so this run must compute the answer too
+        expected = scale_rows_reference(inputs["x"].double(), inputs["scale"].double())
+        right = close_enough(inputs["out"].double(), expected, DEFAULT_TOLERANCE[dtype])
+        facts["right"] = bool(right) and facts.get("right", True)
     shape, dtype, stride = UNALIGNED_PROBE
     case = Case(shape, dtype, "probe", params=(("x_stride", stride), ("out_stride", stride)))
     inputs = scale_rows_inputs(case, gen)
@@ -328,6 +333,9 @@ def probe_padded_bmm(module, entry) -> dict:
         roles = {r: inputs[r] for r in ("a", "e", "out")}
         if name == "padded":
             found = structure.probe_launch(entry, inputs, tuple(roles))
+            # the widths are read off this run, so this run must compute the answer too
+            expected = padded_bmm_reference(inputs["a"].double(), inputs["e"].double())
+            facts["right"] = bool(close_enough(inputs["out"].double(), expected, MATMUL_TOLERANCE[dtype]))
         else:
             launch = _first_launch(entry, inputs)
             found = structure.launch_facts(*launch, roles=roles) if launch else {"launches": 0}
