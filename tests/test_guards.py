@@ -425,6 +425,9 @@ _VIEWS_AND_QUERIES = {
     "numpy ints as a shape": lambda: torch.empty([np.int64(3), np.int32(4)]),
     "torch.Size arithmetic": lambda: torch.empty(_X.shape[:-1] + (2,)),
     "slices and None": lambda: _V[None, 1:5:2],
+    "promote_types": lambda: torch.promote_types(_X.dtype, torch.float16),
+    "result_type": lambda: torch.result_type(_X, _V),
+    "no_grad": lambda: torch.no_grad().__enter__(),
 }
 
 

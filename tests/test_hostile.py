@@ -19,7 +19,8 @@ The kinds, by the classes of the grader's threat model (README, "How grading wor
 * crashes: truncate_case_file (read back into private memory), deep_expression, kill_parent;
 * objects whose methods torch runs inside its own call, where the guard is off: index_hook, sequence_index;
 * a main-guard block made to run: main_block_rebind; a launcher that knows a structural probe's shape:
-  probe_shape_split, probe_shape_fusion, probe_shape_sectors (the probe's own result must be right).
+  probe_shape_split, probe_shape_fusion, probe_shape_sectors (the probe's own result must be right);
+  an except-as name left unbound: except_as_unbind.
 Harm to peers and leaks of hidden cases are in tests/test_sandbox.py, with rooms of their own.
 """
 
@@ -176,6 +177,8 @@ KINDS = [
          (FAIL, ("the grader's fusion probe",))),
     kind("probe_shape_sectors", "tiled_transpose", (FAIL, ("wrong result on the grader's structural probe",)),
          (FAIL, ("wrong result on the grader's structural probe",))),
+    # found by a sixth: an except-as name is unbound when its handler ends (the interpreter fills the gap)
+    kind("except_as_unbind", "vector_add", rejected("inspect.getmembers"), PRECHECK_HOLDS),
 ]
 # fmt: on
 SLOW = {

@@ -178,6 +178,7 @@ def test_a_realistic_kernel_and_launcher_passes():
         "class A:\n    def __init__(self):\n        self.v = 1\n\n    @property\n    def x(self):\n"
         "        return self.v\n\n    @x.setter\n    def x(self, v):\n        self.v = v",
         "from triton.language.extra.cuda import libdevice\nimport triton\n@triton.jit\ndef k(x):\n    libdevice.exp(x)",
+        "__all__ = ['vector_add']",
     ],
 )
 def test_ordinary_code_passes(source):
@@ -353,6 +354,11 @@ def test_ordinary_code_passes(source):
             [("undefined-name", 6)],
         ),
         ("import numpy as np\ndel np\ndef f():\n    return np.float32", [("undefined-name", 4)]),
+        (
+            "try:\n    raise ValueError\nexcept ValueError as inspect:\n    inspect = 0\n"
+            "def f():\n    return inspect.getmembers(f)",
+            [("undefined-name", 6)],
+        ),
         ("np: int\ndef f():\n    return np", [("undefined-name", 3)]),
         # the numeric conversions torch and Python call from C, where no guard sees
         ("class D:\n    def __index__(self):\n        return 0", [("hook-method", 2)]),

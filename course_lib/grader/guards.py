@@ -34,6 +34,7 @@ ALLOWED_IN_LAUNCHER = frozenset(
     is_floating_point is_complex __len__ __hash__ _version grad_fn
     names ravel swapaxes swapdims movedim moveaxis broadcast_to diagonal tensor_split hsplit vsplit
     view_as_real view_as_complex get_device is_same_size dim_order is_set_to
+    promote_types result_type can_cast is_grad_enabled _set_grad_enabled set_grad_enabled
     """.split()
 )
 _POISONED_ALLOCATIONS = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())

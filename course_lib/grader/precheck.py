@@ -233,6 +233,8 @@ BANNED_BUILTINS = {
 # Module attributes a task file may read (`if __name__ == "__main__":`); every other `__name`
 # (__builtins__, __loader__, __spec__) is a way into the interpreter.
 ALLOWED_DUNDER_NAMES = frozenset({"__name__", "__file__", "__doc__"})
+# A module's export list: a plain list of strings that nothing in the grader reads.
+_PLAIN_DUNDERS = frozenset({"__all__"})
 
 _INTERNALS = "private and dunder attributes reach the interpreter's internals; use the public API of torch and triton"
 _ESCAPE = (
@@ -937,7 +939,7 @@ class _Checker(ast.NodeVisitor):
             self.report(line, column, "torch-mode", f"{name} is not allowed: {_TORCH_MODE}")
         elif load and name in BANNED_BUILTINS and self.is_builtin(name):
             self.report(line, column, "builtin", f"the builtin {name} is not allowed: {BANNED_BUILTINS[name]}")
-        elif name.startswith("__") and (name not in ALLOWED_DUNDER_NAMES or not load):
+        elif name.startswith("__") and (name not in ALLOWED_DUNDER_NAMES or not load) and name not in _PLAIN_DUNDERS:
             self.report(
                 line,
                 column,
@@ -1084,6 +1086,8 @@ def _unconditional(tree: ast.Module) -> set[str]:
     assignments at the top level; a name bound in both branches of an if, or in a try's body and each of
     its handlers (the optional import with a fallback); never one the file deletes anywhere."""
     deleted = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del)}
+    # Python deletes an `except ... as name` name itself when its handler ends
+    deleted |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler) and n.name}
     return _bound_by(tree.body) - deleted
 
 
