@@ -307,12 +307,12 @@ def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
     Each task's first case hangs until its limit, 15 s plus ten times the solution's time, two tasks at
     a time: target under 12 s a task on 2 cores (all 22 tasks took 206 s on a 2-core machine, 9.4 s a
     task); with the old fixed limits (120 s a step) it would take minutes a task. The first task of
-    every chapter stands for its chapter here (11 tasks: the suite's time on 2 cores is CI's budget).
+    every second chapter stands for the rest here (6 tasks: the suite's time on 2 cores is CI's budget).
     The solutions are timed once per machine, the first time a task is graded there; that one-time
     cost is taken first and printed apart."""
     _hang_everywhere(tmp_path)
-    chosen = list({spec.chapter: spec for spec in reversed(tasks.all_tasks())}.values())
-    assert len(chosen) >= 11
+    chosen = list({spec.chapter: spec for spec in reversed(tasks.all_tasks())}.values())[::2]
+    assert len(chosen) >= 6
     start = time.perf_counter()
     for spec in chosen:
         grader.limits_for(spec, grader.Worker())
