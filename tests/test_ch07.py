@@ -245,10 +245,10 @@ def _run(never=0, once=None, more=0, most=1, loaded=0, kernel="fused_linear_kern
     return {"kernel": kernel, "never": never, "once": once, "more": more, "most": most, "loaded": loaded}
 
 
-def _facts(*runs, launches=("fused_linear_kernel",), right=True):
+def _facts(*runs, launches=("fused_linear_kernel",)):
     return {
         "mode": runtime.CPU,
-        "shapes": [{"shape": [4, 96, 80], "launches": list(launches), "runs": list(runs), "right": right}],
+        "shapes": [{"shape": [4, 96, 80], "launches": list(launches), "runs": list(runs)}],
     }
 
 
@@ -285,13 +285,6 @@ def test_judge_rejects_out_read_back():
 def test_judge_rejects_elements_never_stored():
     [(ok, summary, _)] = ch07.judge_fusion(_facts(_run(never=10)))
     assert not ok and "10 of the 384 elements of out were never stored" in summary
-
-
-def test_judge_rejects_a_fused_run_whose_out_is_wrong():
-    """Fusion is judged on the probe's own run: a launcher that knows the probe's shapes and stores
-    anything (zeros) there in one kernel fails."""
-    [(ok, summary, _)] = ch07.judge_fusion(_facts(_run(), right=False))
-    assert not ok and "out was wrong after the launcher ran on M, N, K = 4, 96, 80" in summary
 
 
 def test_judge_passes_on_a_gpu_with_a_note():

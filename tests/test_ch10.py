@@ -320,12 +320,9 @@ def test_bench_variants_on_the_cpu():
 
 def test_work_judge():
     decomposed, naive = ch10.split_flops(ch10.WORK_PROBE)
-    facts = {"work": decomposed, "by_op": {"aten.mm": decomposed}, "python_reads": 0, "right": True}
+    facts = {"work": decomposed, "by_op": {"aten.mm": decomposed}, "python_reads": 0}
     [(ok, _, _)] = ch10.judge_split_work(facts)
     assert ok
-    # the count judges the probe's own run: a wrong result there fails (a launcher that knows the shape)
-    [(ok, summary, _)] = ch10.judge_split_work({**facts, "right": False, "work": 0})
-    assert not ok and "wrong result on the grader's work probe" in summary
     [(ok, summary, details)] = ch10.judge_split_work({**facts, "work": naive, "by_op": {"aten.bmm": naive}})
     assert not ok and "once per candidate" in summary and "aten.bmm 540,672" in details[0]
     [(ok, summary, _)] = ch10.judge_split_work({**facts, "work": 5 * decomposed})
@@ -399,25 +396,19 @@ def _run(kernel="capstone_gemm_kernel", n=32 * 20 * 16, never=0, once=None, more
             "user_loads": user}  # fmt: skip
 
 
-def _facts(*runs, temp=2560, launches=("capstone_gemm_kernel", "capstone_gemm_kernel"), right=True):
+def _facts(*runs, temp=2560, launches=("capstone_gemm_kernel", "capstone_gemm_kernel")):
     user_gemm = _run(once=0, never=32 * 20 * 16, user=2 * 13 * 16)  # touches no out
     shape = [32, 2, 20, 16, 8, 16]
     return {
         "mode": runtime.CPU,
         "shapes": [{"shape": shape, "label": "aligned W", "launches": list(launches), "runs": [user_gemm, *runs],
-                    "temp": temp, "right": right}],
+                    "temp": temp}],
     }  # fmt: skip
 
 
 def test_fusion_judge_accepts_a_fused_kernel():
     [(ok, summary, details)] = ch10.judge_fusion(_facts(_run()))
     assert ok and summary == "the broadcast is fused" and "stored out once, read none of it back" in details[0]
-
-
-def test_fusion_judge_fails_a_fused_run_whose_out_is_wrong():
-    """Fusion is judged on the probe's own run: a launcher that knows the probe's shapes fails there."""
-    [(ok, summary, _)] = ch10.judge_fusion(_facts(_run(), right=False))
-    assert not ok and "out was wrong after the launcher ran" in summary and "fusion probe" in summary
 
 
 def test_fusion_judge_rejects_a_second_kernel_over_out():
@@ -613,10 +604,3 @@ def test_eager_model_reads_each_user_once_and_summary_sorts_in_step_order():
     assert names == sorted(names)
     source, rows = ch10.summary_rows("published", "bfloat16", {"baselines": None, "experiment": None, "gluon": None})
     assert source is None and rows == []
-
-
-def test_the_padding_judge_fails_a_probe_that_got_no_padded_w_c():
-    """A launcher that knows PAD_PROBE's shape and returns anything but W_c, padded, there fails."""
-    verdicts = ch10.judge_pad_zero({"checked": False})
-    assert [ok for ok, *_ in verdicts] == [False]
-    assert "on the grader's probe" in verdicts[0][1]

@@ -34,7 +34,7 @@ import torch
 from conftest import GOOD, TESTS, requires_interpreter, requires_sandbox
 
 from course_lib import grader, runtime, tasks
-from course_lib.grader import CRASH, FAIL, PASS, STATUSES, TIMEOUT
+from course_lib.grader import CRASH, FAIL, PASS, STATUSES, TIMEOUT, isolation
 
 requires_gpu = pytest.mark.skipif(not runtime.is_gpu(), reason="only a GPU's timing shows it")
 
@@ -171,10 +171,10 @@ KINDS = [
     # found by a fifth: a def binds __name__ so that a main-guard block runs (past the pre-check it may pass)
     kind("main_block_rebind", "vector_add", rejected("@p.setter"), PRECHECK_HOLDS),
     # ... and a launcher that knows a structural probe's shape and does something else there
-    kind("probe_shape_split", "split_user_gemm", (FAIL, ("wrong result on the grader's work probe",)),
-         (FAIL, ("wrong result on the grader's work probe",))),
-    kind("probe_shape_fusion", "fused_linear", (FAIL, ("the grader's fusion probe",)),
-         (FAIL, ("the grader's fusion probe",))),
+    kind("probe_shape_split", "split_user_gemm", (FAIL, ("wrong result on the grader's structural probe",)),
+         (FAIL, ("wrong result on the grader's structural probe",))),
+    kind("probe_shape_fusion", "fused_linear", (FAIL, ("wrong result on the grader's structural probe",)),
+         (FAIL, ("wrong result on the grader's structural probe",))),
     kind("probe_shape_sectors", "tiled_transpose", (FAIL, ("wrong result on the grader's structural probe",)),
          (FAIL, ("wrong result on the grader's structural probe",))),
     # found by a sixth: an except-as name is unbound when its handler ends (the interpreter fills the gap)
@@ -265,6 +265,30 @@ def test_hostile_kind_scores_nothing_past_the_precheck(graded, name, task, on, o
     result = graded[name, False]
     assert result.sandboxed
     check(result, off, name)
+
+
+@pytest.mark.parametrize(
+    ("task", "facts"),
+    [
+        ("split_user_gemm", {"work": 35840, "by_op": {"aten.mm": 35840}, "python_reads": 0}),
+        ("pad_k", {"checked": False}),
+        ("tiled_transpose", {"mode": "cpu", "shape": [256, 192], "loads": [1536, 6144, 6144],
+                             "stores": [1536, 6144, 6144], "other": []}),
+    ],
+)  # fmt: skip
+def test_a_structural_probe_is_judged_on_a_run_that_was_right(task, facts):
+    """A probe that says whether its own run computed the answer is judged on it: a launcher that knows
+    the probe's fixed shape and does something else there fails, whatever the structural judge said."""
+    spec = tasks.get(task)
+    assert all(ok for ok, *_ in isolation._judged(spec, {**facts, "right": True}, runtime.CPU))
+    [(ok, summary, _)] = isolation._judged(spec, {**facts, "right": False}, runtime.CPU)
+    assert not ok and "wrong result on the grader's structural probe" in summary
+
+
+def test_a_broken_structural_rule_is_said_before_a_wrong_probe_run():
+    naive = {"work": 10**9, "by_op": {"aten.bmm": 10**9}, "python_reads": 0, "right": False}
+    verdicts = isolation._judged(tasks.get("split_user_gemm"), naive, runtime.CPU)
+    assert not verdicts[0][0] and "once per candidate" in verdicts[0][1]
 
 
 def test_every_hostile_kind_is_listed():

@@ -90,7 +90,7 @@ def _odd_argument(value, plain: frozenset, depth: int = 0) -> str | None:
         items = (*value.keys(), *value.values())
     elif kind is slice:
         items = (value.start, value.stop, value.step)
-    elif kind in (tuple, list) or kind.__name__ == "Size":
+    elif isinstance(value, (tuple, list)):  # tuple, list, torch.Size (the only tuple subclass allowed)
         items = value
     for item in items:
         odd = _odd_argument(item, plain, depth + 1)

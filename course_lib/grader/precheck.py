@@ -1121,7 +1121,7 @@ def _bound_by(body: list[ast.stmt]) -> set[str]:
 def _both(one: set[str], other: set[str]) -> set[str]:
     """What two alternative blocks both bind (a block that always raises binds everything)."""
     if "*" in one:
-        return set(other) | {"*"} if "*" in other else set(other)
+        return set(other)
     if "*" in other:
         return set(one)
     return one & other

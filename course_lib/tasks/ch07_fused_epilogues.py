@@ -352,7 +352,7 @@ def probe_fusion(module, entry) -> dict:
         return {"mode": runtime.GPU}
     from .. import hooks
 
-    shapes = []
+    shapes, right = [], True
     for M, N, K in PROBE_SHAPES:
         gen = torch.Generator().manual_seed(0)
         x = (torch.randn(M, K, generator=gen) * K**-0.25).to(F16)
@@ -366,13 +366,11 @@ def probe_fusion(module, entry) -> dict:
                 entry(x=x, weight=weight, bias=bias, out=out)
         finally:
             hooks.access_listeners.remove(listener)
-        # the access record judges this run, so this run must compute the answer (a launcher that knows
-        # the probe's shapes and runs a cheaper kernel there fails here)
-        expected = linear_reference(x.double(), weight.double(), bias.double())
-        right = close_enough(out.double(), expected, LINEAR_TOLERANCE[F16])
-        shapes.append({"shape": [M, N, K], "launches": list(watch.launches), "runs": listener.facts(),
-                       "right": bool(right)})  # fmt: skip
-    return {"mode": runtime.CPU, "shapes": shapes}
+        shapes.append({"shape": [M, N, K], "launches": list(watch.launches), "runs": listener.facts()})
+        # the record judges this run, so it must be right too (the grader fails it otherwise: _judged)
+        right = right and close_enough(out.double(), linear_reference(x.double(), weight.double(), bias.double()),
+                                       LINEAR_TOLERANCE[F16])  # fmt: skip
+    return {"mode": runtime.CPU, "shapes": shapes, "right": bool(right)}
 
 
 def _extra_bytes(passes: int) -> str:
@@ -463,18 +461,6 @@ def judge_fusion(facts: dict) -> list[tuple[bool, str, list[str]]]:
             )
         elif never:
             checks.append((False, f"{never} of the {M * N} elements of out were never stored {where}", []))
-        elif seen.get("right") is not True:  # fused, by this run's record: then this run must be right too
-            checks.append(
-                (
-                    False,
-                    f"out was wrong after the launcher ran {where} (the grader's fusion probe)",
-                    [
-                        "The grader records how out is written in this run, so it must compute the same answer "
-                        "as every case: a launcher that does something else at this shape is judged by what it "
-                        "does here."
-                    ],
-                )
-            )
         if checks:  # the first shape that shows a problem says it; the next would repeat it
             break
     if checks:
