@@ -55,13 +55,28 @@ def _cmd_check(args) -> int:
     names = _task_names(args)
     source = args.source or ("solutions" if args.solutions else "exercises")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    results = grader.grade(names, source=source, seed=seed, timeout=args.timeout, jobs=args.jobs)
+    stream = not args.json and len(names) > 1
+    done = []
+    width = max(len(n) for n in names)
+
+    def each(result) -> None:  # each task's lines as soon as it is graded, with how far along
+        done.append(result)
+        lines = report.result_lines(result, width)
+        lines[0] = f"[{len(done):>{len(str(len(names)))}}/{len(names)}] {lines[0]}"
+        print("\n".join(lines), flush=True)
+
+    if stream:
+        print(f"grading {len(names)} tasks of {sources.display(sources.resolve(source))} (seed {seed}); "
+              "each line comes as its task is done", flush=True)  # fmt: skip
+    results = grader.grade(
+        names, source=source, seed=seed, timeout=args.timeout, jobs=args.jobs, on_result=each if stream else None
+    )
     if source == "exercises":
         progress.record_results(results)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
     else:
-        print(report.text(results))
+        print("\n".join(report.footer(results)) if stream else report.text(results))
         available = sandbox.available()
         if not grader.own_work(sources.resolve(source)) and not any(r.sandboxed for r in results):
             why = available.reason if not available.ok else "COURSE_SANDBOX=off"

@@ -19,7 +19,11 @@ from course_lib.grader.roster import COLUMNS, TaskResult
 TWO = ["vector_copy", "vector_add"]
 SOLUTION = {t: (ROOT / "solutions" / f"{t}.py").read_bytes() for t in TWO}
 NBGRADER = ["student_id", "assignment", "timestamp", "raw_score", "score", "max_score"]
-PERF = "performance on NVIDIA H200, float32 (4000037,): {us} us, 3000 GB/s, {pct}% of the roofline; torch eager 30.0 us"
+
+
+def timed(tier: str, us: float, fraction: float) -> dict:
+    """What the grader's tiers put in a passing GPU result (``grader.tiers``)."""
+    return {"tier": tier, "speed_us": us, "roofline_fraction": fraction}
 
 
 class FakeGrader:
@@ -37,9 +41,11 @@ class FakeGrader:
         results = []
         for job in jobs:
             assert (job.source / f"{job.task}.py").is_file()
-            status, summary, details = self.verdicts.get((job.learner, job.task), ("pass", "all cases passed", []))
+            status, summary, details, *speed = self.verdicts.get((job.learner, job.task), ("pass", "all cases passed", []))
             passed = 10 if status == "pass" else 3
             result = TaskResult(job.task, status, summary, list(details), str(job.source), seed, passed, 10, 0.25)
+            for key, value in (speed[0] if speed else {}).items():
+                setattr(result, key, value)
             result.sandboxed = bool(sandboxed)
             if on_result is not None:
                 on_result(job, result)
@@ -404,39 +410,37 @@ def test_progress_bar_counts_finished_jobs(tmp_path, capsys):
 # GPU: speed points and leaderboards (fake results, so it runs in CPU mode)
 
 
-def test_parse_performance():
-    assert roster.parse_performance(["bounds: fine", "  " + PERF.format(us="25.1", pct=78)]) == (25.1, 0.78)
-    assert roster.parse_performance(["5 cases passed"]) == (None, None)
-
-
 def test_speed_points_and_leaderboard_on_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(roster.runtime, "is_gpu", lambda: True)
     room = make_room(tmp_path / "room", {name: dict(SOLUTION) for name in ("ann", "ben", "cat", "dan")})
-    perf = {"ann": ("40.0", 40), "ben": ("18.0", 90), "cat": ("22.5", 72)}
-    verdicts = {
-        (n, "vector_add"): ("pass", "9 cases passed", [PERF.format(us=us, pct=p)]) for n, (us, p) in perf.items()
-    }
-    verdicts["dan", "vector_add"] = ("fail", "case 'tail' 1 of 1000 elements are wrong", [PERF.format(us=1, pct=99)])
+    perf = {"ann": timed("works", 40.0, 0.4), "ben": timed("expert", 18.0, 0.9), "cat": timed("fast", 22.5, 0.72)}
+    verdicts = {(n, "vector_add"): ("pass", "9 cases passed", [], speed) for n, speed in perf.items()}
+    verdicts["dan", "vector_add"] = ("fail", "case 'tail' 1 of 1000 elements are wrong", [], timed("expert", 1, 0.99))
     result = grade(room, tmp_path / "grades.csv", FakeGrader(verdicts), speed_points=True, task_names=["vector_add"])
-    score = {r["student_id"]: (r["score"], r["max_score"], r["roofline_fraction"]) for r in result.rows}
-    assert score["ann"] == (1.5, 2.0, 0.4)  # 1 + min(1, 0.4 / 0.8)
-    assert score["ben"] == (2.0, 2.0, 0.9)  # past 80% of the roofline: the whole speed point
-    assert score["dan"] == (0.0, 2.0, None)  # a failing kernel gets no speed points, whatever its time
+    score = {r["student_id"]: (r["score"], r["max_score"], r["speed_tier"], r["time_us"]) for r in result.rows}
+    assert score["ann"] == (1.0, 2.0, "works", 40.0)  # correct and slow: the pass, no speed points
+    assert score["cat"] == (1.5, 2.0, "fast", 22.5)
+    assert score["ben"] == (2.0, 2.0, "expert", 18.0)
+    assert score["dan"] == (0.0, 2.0, "", None)  # a failing kernel gets no speed points, whatever its time
     summary = (tmp_path / "grades.summary.md").read_text()
     board = summary[summary.index("### vector_add") :].splitlines()
-    assert board[4:7] == ["| 1 | ben | 18.0 us | 90% |", "| 2 | cat | 22.5 us | 72% |", "| 3 | ann | 40.0 us | 40% |"]
+    assert board[4:7] == [
+        "| 1 | ben | 18.0 us | expert | 90% |",
+        "| 2 | cat | 22.5 us | fast | 72% |",
+        "| 3 | ann | 40.0 us | works | 40% |",
+    ]
 
-    # --resume keeps the fractions: same points, same leaderboard, nothing timed again
+    # --resume keeps the tiers and times: same points, same leaderboard, nothing timed again
     fake = FakeGrader()
     again = grade(room, tmp_path / "grades.csv", fake, speed_points=True, task_names=["vector_add"], resume=True)
-    assert fake.graded == [] and {r["student_id"]: r["score"] for r in again.rows}["ann"] == 1.5
-    assert "| 1 | ben | - | 90% |" in (tmp_path / "grades.summary.md").read_text()
+    assert fake.graded == [] and {r["student_id"]: r["score"] for r in again.rows}["cat"] == 1.5
+    assert "| 1 | ben | 18.0 us | expert | 90% |" in (tmp_path / "grades.summary.md").read_text()
 
 
 def test_speed_points_need_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(roster.runtime, "is_gpu", lambda: False)
     room = make_room(tmp_path / "room", {"ann": dict(SOLUTION)})
-    verdicts = {("ann", "vector_add"): ("pass", "9 cases passed", [PERF.format(us="9", pct=90)])}
+    verdicts = {("ann", "vector_add"): ("pass", "9 cases passed", [], timed("expert", 9.0, 0.9))}
     said = []
     result = roster.grade_room(room, tmp_path / "g.csv", TWO, seed=1, speed_points=True, grade=FakeGrader(verdicts),
                                progress=False, log=said.append)  # fmt: skip

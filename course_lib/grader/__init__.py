@@ -15,6 +15,7 @@ Modules:
 * ``shared``    tensors in a shared-memory file, so nothing is pickled either way
 * ``guards``    the launcher torch guard (in the worker)
 * ``limits``    time limits from the reference solution's time on this machine
+* ``tiers``     GPU mode: speed tiers, timed by the grader's clock; the GPU's lock; what is measured once
 * ``bounds``    GPU mode: the interpreter's bounds and data-flow check, in a worker of its own
 * ``report``    results as text and as a notebook table
 * ``roster``    a room of learners into a gradebook
@@ -25,14 +26,15 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import runtime, sources, tasks
-from . import bounds, limits, sandbox
-from .isolation import Worker, file_sha256, remove_stale_jobs, run_task
+from . import bounds, limits, sandbox, tiers
+from .isolation import Worker, file_sha256, remove_stale_jobs, run_task, time_reference
 from .result import CRASH, FAIL, NEEDS_GPU, PASS, STATUSES, TIMEOUT, TODO, TaskResult
 
 __all__ = [
@@ -89,10 +91,6 @@ def perf_wanted() -> bool:
     return os.environ.get("COURSE_PERF", "1") != "0"
 
 
-_CALIBRATING: dict[str, threading.Lock] = {}
-_CALIBRATING_LOCK = threading.Lock()
-
-
 def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = None) -> limits.Limits:
     """The time limits for ``spec``: ``timeout`` seconds a step when given; otherwise from the
     reference solution's time on this machine (timed once, then cached)."""
@@ -109,9 +107,11 @@ def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = Non
         return fallback
     timing = worker.mode == runtime.GPU and perf_wanted()
     mode = f"{worker.mode}-timed" if timing else worker.mode  # a GPU's timing step is a step of its own
-    with _CALIBRATING_LOCK:
-        lock = _CALIBRATING.setdefault(f"{mode}:{spec.name}", threading.Lock())
-    with lock:
+    timed = limits.read(mode, spec.name, sha)
+    if timed is not None:
+        return timed.limits()
+    # measured once per machine: a second grader (another process too) waits here and reads the figures
+    with tiers.cache_lock(f"limits-{mode}-{spec.name}"):
         timed = limits.read(mode, spec.name, sha)
         if timed is None:
             clock = limits.StepClock()
@@ -122,6 +122,30 @@ def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = Non
             timed = clock.timed()
             limits.write(mode, spec.name, sha, timed)
     return timed.limits()
+
+
+def speed_bars(spec: tasks.TaskSpec, worker: Worker) -> tiers.Bars:
+    """What ``spec``'s speed tiers are measured against on this GPU: the course's solution and the torch
+    baseline, timed by the grader's clock in a worker of the grader's own (the course's code, no
+    learner's), once per machine and set of versions (cached; a changed solution is timed again)."""
+    solution_dir = sources.resolve("solutions")
+    case = spec.timed_case()
+    gpu = runtime.gpu_info()
+    key = f"{file_sha256(solution_dir / f'{spec.name}.py')}|{case.describe()}|{gpu.name if gpu else '?'}"
+    bars = tiers.read_bars(spec.name, key)
+    if bars is not None:
+        return bars
+    with tiers.cache_lock(f"bars-{spec.name}"):
+        bars = tiers.read_bars(spec.name, key)
+        if bars is None:
+            own = Worker(mode=worker.mode, env=dict(worker.env), sandboxed=False)
+            timed = time_reference(spec, solution_dir, own, limits.GENEROUS)
+            bars = tiers.Bars(
+                timed["eager"], timed["solution"], tiers.roofline_seconds(spec, case),
+                gpu.name if gpu else "this GPU", time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+            )  # fmt: skip
+            tiers.write_bars(spec.name, key, bars)
+    return bars
 
 
 def grade_task(
@@ -143,6 +167,7 @@ def grade_task(
     seed = secrets.randbelow(2**31) if seed is None else seed
     source_dir = sources.resolve(source)
     worker = worker or make_worker(source_dir, sandboxed, hidden=hidden)
+    timing = worker.mode == runtime.GPU and perf_wanted()
     result = run_task(
         spec,
         source_dir,
@@ -151,7 +176,8 @@ def grade_task(
         worker,
         hidden=hidden,
         check_source=check_source,
-        perf=perf_wanted(),
+        perf=timing,
+        bars=(lambda: speed_bars(spec, worker)) if timing else None,
     )
     # (Gluon kernels, spec.needs, have no interpreter to check their bounds in)
     interpretable = spec.call_case is None and spec.needs is None and not spec.torch_task
@@ -172,6 +198,20 @@ def _gpu_count() -> int:
     return max(1, torch.cuda.device_count())
 
 
+def jobs_per_gpu() -> int:
+    """Correctness jobs side by side on one GPU (COURSE_GPU_JOBS, or from the CPU cores: each job may
+    start an interpreter worker of its own for the bounds check). Timing takes the GPU alone anyway."""
+    setting = os.environ.get("COURSE_GPU_JOBS", "").strip()
+    if setting.isdigit() and int(setting) > 0:
+        return int(setting)
+    return max(1, min(8, (os.cpu_count() or 2) // (2 * max(1, _gpu_count()))))
+
+
+def _out_of_gpu_memory(result: TaskResult) -> bool:
+    text = " ".join([result.summary, *result.details]).lower()
+    return result.status in (FAIL, CRASH) and ("out of memory" in text or "cudaerrormemoryallocation" in text)
+
+
 def grade_jobs(
     jobs: list[Job],
     seed: int | None = None,
@@ -184,19 +224,24 @@ def grade_jobs(
 ) -> list[TaskResult]:
     """Grade every job in one pool, ``workers`` at a time; results in the order of ``jobs``.
 
-    On a GPU machine there is one worker per visible GPU, each job's worker pinned to a GPU of its own
-    (timings must not share one); in CPU mode up to four, or the number of cores. ``sandboxed``: as
-    for ``make_worker`` (a room passes True, or False when the instructor said --unsandboxed)."""
+    On a GPU machine ``jobs_per_gpu()`` jobs share each visible GPU (``workers`` in all when given),
+    each job's worker pinned to one GPU; every grading step holds its GPU shared and only a timing
+    window holds it alone (``tiers.gpu_use``). A job that failed for want of GPU memory while others
+    ran beside it is graded again at the end, alone. In CPU mode up to four jobs, or the number of
+    cores. A job whose worker looks hung (silent for ``isolation.SLOW_FRACTION`` of a step's limit)
+    lets one more job start while it waits out its limit (at most twice ``workers`` at once), so a
+    room of hangs is not graded one limit at a time. ``sandboxed``: as for ``make_worker`` (a room
+    passes True, or False when the instructor said --unsandboxed)."""
     seed = secrets.randbelow(2**31) if seed is None else seed
     if sandboxed and not sandbox.available().ok:
         raise SandboxUnavailable(sandbox.available().reason)
     remove_stale_jobs()
     gpus = _gpu_count()
     if gpus:
-        workers = min(workers or gpus, gpus)
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        ids = visible.split(",") if visible else [str(i) for i in range(gpus)]
-        free = list(ids[:gpus])
+        ids = visible.split(",")[:gpus] if visible else [str(i) for i in range(gpus)]
+        workers = workers or gpus * jobs_per_gpu()
+        free = [ids[i % len(ids)] for i in range(workers)]  # a GPU id per slot, round robin
         if any(tasks.get(j.task).bench_cases for j in jobs) and perf_wanted():
             from ..roofline import gpu_peaks
 
@@ -204,35 +249,67 @@ def grade_jobs(
     else:
         workers = workers or min(4, os.cpu_count() or 1)
         free = []
+    workers = max(1, workers)
     free_lock = threading.Lock()
+    slots = threading.BoundedSemaphore(workers)
+    extra = threading.BoundedSemaphore(workers)  # jobs started beside ones that look hung
 
-    def one(job: Job) -> TaskResult:
+    def graded(job: Job, on_slow=None, alone: bool = False) -> TaskResult:
         gpu = None
         if free:
             with free_lock:
-                gpu = free.pop()
+                gpu = free.pop(0)
         try:
             env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None and gpus > 1 else {}
             worker = make_worker(job.source, sandboxed, env=env, hidden=hidden)
-            result = grade_task(job.task, job.source, seed, timeout, hidden, worker, check_source)
+            worker.on_slow = on_slow
+            return grade_task(job.task, job.source, seed, timeout, hidden, worker, check_source)
         except Exception as e:  # the grader's own failure: one row, never a lost room
             import traceback
 
             traceback.print_exc()  # for the instructor, on the grader's terminal: never in a learner's row
-            result = TaskResult(
+            return TaskResult(
                 job.task, CRASH, f"the grader failed on this task ({type(e).__name__}): its terminal shows why"
             )
         finally:
             if gpu is not None:
                 with free_lock:
                     free.append(gpu)
+
+    def one(job: Job) -> TaskResult:
+        slots.acquire()
+        held = ["slot"]
+        held_lock = threading.Lock()
+
+        def looks_hung() -> None:
+            with held_lock:
+                if held[0] == "slot" and extra.acquire(blocking=False):
+                    held[0] = "extra"
+                    slots.release()
+
+        try:
+            result = graded(job, on_slow=looks_hung)
+        finally:
+            with held_lock:
+                (slots if held[0] == "slot" else extra).release()
         result.learner = job.learner
+        if gpus and workers > 1 and _out_of_gpu_memory(result):
+            return result  # graded again, alone, after the others (below); reported then
         if on_result is not None:
             on_result(job, result)
         return result
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, jobs))
+    with ThreadPoolExecutor(max_workers=2 * workers) as pool:
+        results = list(pool.map(one, jobs))
+    for i, (job, result) in enumerate(zip(jobs, results)):
+        if gpus and workers > 1 and _out_of_gpu_memory(result):
+            again = graded(job)
+            again.learner = job.learner
+            again.details.append("(graded again alone: it ran out of GPU memory beside other jobs)")
+            results[i] = again
+            if on_result is not None:
+                on_result(job, again)
+    return results
 
 
 def grade(
@@ -243,8 +320,13 @@ def grade(
     jobs: int | None = None,
     hidden: str | None = None,
     sandboxed: bool | None = None,
+    on_result: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
-    """Grade tasks of one folder, ``jobs`` at a time. Never raises for a learner's bug."""
+    """Grade tasks of one folder, ``jobs`` at a time. Never raises for a learner's bug. ``on_result``
+    gets each result as soon as it is graded (in the order they finish)."""
     source_dir = sources.resolve(source)
     batch = [Job("", tasks.get(name).name, source_dir) for name in task_names]
-    return grade_jobs(batch, seed=seed, workers=jobs, timeout=timeout, hidden=hidden, sandboxed=sandboxed)
+    each = (lambda job, result: on_result(result)) if on_result is not None else None
+    return grade_jobs(
+        batch, seed=seed, workers=jobs, timeout=timeout, hidden=hidden, sandboxed=sandboxed, on_result=each
+    )

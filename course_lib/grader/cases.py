@@ -135,8 +135,11 @@ def _flow_outcome(flow: dict | None, launches: list[str], partly_read: frozenset
     return None
 
 
-def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply: dict, returned) -> Outcome:
-    """The verdict on one case, from the shared tensors and the worker's plain report."""
+def judge(
+    spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply: dict, returned, device: str | None = None
+) -> Outcome:
+    """The verdict on one case, from the shared tensors and the worker's plain report. ``device``: where
+    the reference is computed (this process's GPU for a large timed case; the CPU by default)."""
     error = reply.get("error")
     if error:
         failed = Outcome.failed(error["summary"], error["details"], status=error["status"])
@@ -186,7 +189,12 @@ def judge(spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply:
         k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
         for k, v in prepared.pristine.items()
     }
-    expected = spec.reference(**reference_inputs)
+    if device is not None:
+        on_device = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in reference_inputs.items()}
+        expected = spec.reference(**on_device).cpu()
+        del on_device
+    else:
+        expected = spec.reference(**reference_inputs)
     if tuple(got.shape) != tuple(expected.shape):
         return Outcome.failed(f"wrong shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}")
     if got.dtype != case.dtype:

@@ -217,17 +217,18 @@ def probe_done(reply: dict) -> dict:
     return {"kind": "probe_done", "facts": mapping(reply.get("facts", {}), "facts")}
 
 
-def perf_done(reply: dict) -> dict:
-    stale = reply.get("stale")
-    return {
-        "kind": "perf_done",
-        "lines": texts(reply.get("lines", []), "lines", 40),
-        "stale": None if stale is None else text(stale, "stale", 1000),
-    }
-
-
 def message(err: Unreadable) -> str:
     return (
         f"the process that ran your code sent a report the grader cannot read ({err.field}: {err.why}): "
         "the grader's own worker code never sends that, so something in the task file changed it"
     )
+
+
+def speed_step(reply: dict) -> dict:
+    """A timed window's report (``speed_ready``, ``speed_went``): the learner's error, if any, and how
+    many kernels its calls launched. The time itself is never the worker's word: the grader's clock."""
+    return {
+        "kind": reply.get("kind"),
+        "error": error(reply.get("error")),
+        "launch_count": count(reply.get("launch_count", 0), "launch_count", 1 << 40),
+    }

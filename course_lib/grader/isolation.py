@@ -41,7 +41,7 @@ from pathlib import Path
 
 from .. import runtime, sources, tasks
 from . import cases as case_tools
-from . import claims, precheck, sandbox
+from . import claims, precheck, sandbox, tiers
 from . import worker as worker_module
 from .limits import Limits, StepClock
 from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
@@ -54,6 +54,7 @@ SANDBOX_MEMORY_BYTES = {"cpu": CPU_MEMORY_BYTES, "gpu": 4 * CPU_MEMORY_BYTES}
 SANDBOX_TASKS = 1024
 MAX_REPLY_BYTES = 16 << 20  # one JSON reply; a returned tensor's bytes come apart (claims.MAX_RETURNED_BYTES)
 MAX_FILE_BYTES = 1 << 20  # a task file: no exercise is anywhere near 1 MiB
+SLOW_FRACTION = 0.3  # of a step's limit: a worker still silent then looks hung (``Worker.on_slow``)
 
 
 @dataclass
@@ -66,6 +67,9 @@ class Worker:
     sandboxed: bool = False
     # what the sandbox must hide even where it lies inside a folder the worker's Python needs
     hidden: tuple = ()
+    # called once when a step has waited ``SLOW_FRACTION`` of its time limit: the job looks hung, so a
+    # room lets another job start beside it while it waits out its limit (``grade_jobs``)
+    on_slow: object = field(default=None, compare=False, repr=False)
 
     @property
     def needs_spawn(self) -> bool:
@@ -339,17 +343,26 @@ class _Session:
         return self._exactly(size, deadline)
 
     def ask(
-        self, message: dict | None, limit: float, kind: str, fd: int | None = None, most_data: int | None = None
+        self,
+        message: dict | None,
+        limit: float,
+        kind: str,
+        fd: int | None = None,
+        most_data: int | None = None,
+        on_slow=None,
     ) -> tuple[dict, bytes | None]:
         """Send ``message`` (and the descriptor ``fd``) and wait up to ``limit`` seconds for a reply of
-        ``kind``; a returned tensor's bytes (at most ``most_data``) follow within the same time."""
+        ``kind``; a returned tensor's bytes (at most ``most_data``) follow within the same time.
+        ``on_slow()`` is called once if nothing has come after ``SLOW_FRACTION`` of the limit."""
         if message is not None:
             self.send(message)
         if fd is not None:
             self.send_fd(fd)
         deadline = time.monotonic() + limit
+        if on_slow is not None and not select.select([self.receive.fileno()], [], [], SLOW_FRACTION * limit)[0]:
+            on_slow()
         try:
-            reply = json.loads(self._bytes(limit, MAX_REPLY_BYTES).decode())
+            reply = json.loads(self._bytes(max(deadline - time.monotonic(), 0.0), MAX_REPLY_BYTES).decode())
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise _Garbled() from e
         accepted = (kind, "load_failed") if kind == "loaded" else (kind,)
@@ -500,8 +513,12 @@ def run_task(
     check_source: bool = True,
     perf: bool = False,
     clock: StepClock | None = None,
+    bars=None,
 ) -> TaskResult:
-    """Grade ``spec`` against ``source_dir/<task>.py`` with the learner's code in a worker process."""
+    """Grade ``spec`` against ``source_dir/<task>.py`` with the learner's code in a worker process.
+
+    ``perf`` (GPU mode): a passing kernel is timed (``tiers``); ``bars()`` gives what its speed is
+    graded against (None: timed, no tier)."""
     worker = worker or Worker()
     path = source_dir / f"{spec.name}.py"
     start = time.perf_counter()
@@ -535,22 +552,30 @@ def run_task(
             "mode": worker.mode,
             "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
         }
-        return _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start)
+        return _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start, bars)
 
 
-def _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start) -> TaskResult:
+def _graded(
+    spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start, bars=None
+) -> TaskResult:
     cases = spec.all_cases(worker.mode, hidden=hidden)
     result.cases_total = len(cases)
     session = _Session(setup, worker, job_dir)
     phase = "loading the file"
     budget = time.monotonic() + limits.task_s
     try:
+        gpu = worker.mode == runtime.GPU
+        key = tiers.gpu_key(worker.env)
 
-        def ask(message, limit, kind, fd=None, most_data=None):
+        def ask(message, limit, kind, fd=None, most_data=None, lock=True):
+            # on a GPU every step holds the GPU shared: a timing window (lock=False, inside the
+            # exclusive hold) runs with no other grader's kernels beside it
+            held = tiers.gpu_use(key, exclusive=False) if gpu and lock else contextlib.nullcontext()
             began = time.perf_counter()
             wait = min(limit, max(budget - time.monotonic(), 0.5))
             try:
-                answer = session.ask(message, wait, kind, fd, most_data)
+                with held:
+                    answer = session.ask(message, wait, kind, fd, most_data, _slow_once(worker))
                 if clock is not None:
                     clock.add(kind, time.perf_counter() - began)
                 return answer
@@ -636,27 +661,31 @@ def _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result,
         result.status = PASS
         result.summary = f"{len(cases)} cases ({_dtype_list(cases)}) passed in {time.perf_counter() - start:.1f} s"
         result.details = list(notes)
-        if perf and worker.mode == runtime.GPU and spec.bench_cases:
+        if perf and gpu and spec.timed_case() is not None:
             phase = "timing your kernel"
             passed = (result.summary, list(result.details))
             try:
-                reply, _ = ask({"kind": "perf", "task": spec.name}, limits.extra_s, "perf_done")
+                timing, outcome = time_calls(spec, spec.timed_case(), seed + 7919, ask, checked, limits.extra_s, key)
             except _Stop as stop:
                 if stop.result.status != TIMEOUT:
                     raise
-                # a right kernel too slow to time is still right: the pass stands, with no speed
+                # a right kernel too slow to time is still right: the pass stands, in the lowest tier
                 result.status, (result.summary, result.details) = PASS, passed
-                result.details.append(f"performance not measured: timing took over {limits.extra_s:.0f} s")
+                result.tier = tiers.WORKS
+                result.details.append(f"speed: WORKS - the timed calls took over {limits.extra_s:.0f} s")
                 raise _Stop(result) from None
-            reply = checked(claims.perf_done, reply)
-            if reply["stale"]:
-                result.status, result.summary = FAIL, f"every case passed, but {reply['stale']}"
+            if not outcome.ok:
+                result.status = CRASH if outcome.status == CRASH else FAIL
+                result.summary = f"every case passed, but the timed calls were wrong: {outcome.summary}"
                 result.failed = "checks"
                 result.details = [
-                    "A launcher must compute on every call: the inputs' values change, not only their addresses."
+                    f"timed case: {spec.timed_case().describe()}",
+                    *outcome.details,
+                    "A launcher must compute on every call: timed calls get fresh inputs, and their output is "
+                    "judged like any case's.",
                 ]
                 raise _Stop(result)
-            result.details += reply["lines"]
+            result.details += _speed_lines(spec, timing, bars, result)
     except _Stop as stop:
         result = stop.result
     finally:
@@ -726,7 +755,160 @@ def _needs_summary(spec: tasks.TaskSpec, mode: str) -> str:
     )
 
 
-def _one_case(spec, case, case_seed: int, ask, checked, limit: float) -> case_tools.Outcome:
+def _slow_once(worker: Worker):
+    """``worker.on_slow``, to be called at most once (the first slow step), or None."""
+    callback = worker.on_slow
+    if callback is None:
+        return None
+
+    def fire():
+        worker.on_slow = None
+        callback()
+
+    return fire
+
+
+def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str, what: str = "entry"):
+    """Time ``what`` ("entry": the launcher; "baseline": the task's torch baseline, in the grader's own
+    worker only) on ``case`` by this process's clock (``tiers``). Returns (Timing, Outcome): the
+    outcome judges the output the timed calls left (a baseline's is not judged)."""
+    prepared = case_tools.prepare(spec, case, case_seed)
+    with SharedCase(prepared.tensors) as shared:
+        message = {
+            "kind": "speed", "shared": shared.message, "order": prepared.order, "values": prepared.values,
+            "what": what, "task": spec.name,
+        }  # fmt: skip
+        reply, _ = ask(message, limit, "speed_ready", fd=shared.fd)
+        reply = checked(claims.speed_step, reply)
+
+        def refused(reply) -> case_tools.Outcome | None:
+            if reply["error"]:
+                err = reply["error"]
+                return case_tools.Outcome.failed(err["summary"], err["details"], status=err["status"])
+            if what == "entry" and not spec.torch_task and reply["launch_count"] < 1:
+                return case_tools.Outcome.failed("a timed call launched no Triton kernel")
+            return None
+
+        if (bad := refused(reply)) is not None:
+            return None, bad
+        windows = []
+        with tiers.gpu_use(key, exclusive=True):
+
+            def window(reps: int) -> float | case_tools.Outcome:
+                began = time.perf_counter()
+                went, _ = ask({"kind": "speed_go", "reps": reps}, limit, "speed_went", lock=False)
+                seconds = time.perf_counter() - began
+                went = checked(claims.speed_step, went)
+                bad = refused(went)
+                if bad is None and what == "entry" and not spec.torch_task and went["launch_count"] < reps:
+                    bad = case_tools.Outcome.failed(
+                        f"{reps} timed calls launched {went['launch_count']} kernels: every call must launch its own"
+                    )
+                return bad if bad is not None else seconds
+
+            first = window(1)
+            if isinstance(first, case_tools.Outcome):
+                return None, first
+            for reps in tiers.plan(first):
+                seconds = window(reps)
+                if isinstance(seconds, case_tools.Outcome):
+                    return None, seconds
+                windows.append((reps, seconds))
+        timing = tiers.per_call(windows)
+        reply, _ = ask({"kind": "speed_end"}, limit, "speed_done", most_data=16 * shared.nbytes + (1 << 20))
+        checked(claims.case_done, reply, {}, {})
+    if what != "entry":
+        return timing, case_tools.Outcome(True, "", [], PASS)
+    # the timed calls' own output could be what an earlier call left in the same tensors: the output
+    # judged is that of one more call on fresh inputs at the timed shape, a case like any other
+    device = "cuda" if _cuda_here() else None
+    outcome = _one_case(spec, case, case_seed + 1, ask, checked, limit, device=device)
+    return timing, outcome
+
+
+def _cuda_here() -> bool:
+    try:
+        import torch
+
+        return runtime.is_gpu() and torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def _speed_lines(spec, timing, bars, result: TaskResult) -> list[str]:
+    """The report's speed line, and the tier in ``result`` (``bars``: None while the solution itself is
+    timed for the time limits)."""
+    if bars is None:
+        return []
+    try:
+        measured = bars()
+    except Exception as e:  # the bars are the grader's to measure: a failure there is no learner's
+        return [f"speed: not graded here ({type(e).__name__}: {e})"]
+    if measured is None:
+        return ["speed: not graded here (the course's solution and the torch baseline could not be timed)"]
+    decision = tiers.decide(spec, timing, measured, spec.timed_case())
+    result.tier, result.speed_us, result.roofline_fraction = decision.tier, decision.us, decision.roofline_fraction
+    return [decision.line]
+
+
+def time_file(
+    spec, source_dir: Path, worker: Worker, limits: Limits, whats=("entry",), seed: int = 0
+) -> dict[str, tuple]:
+    """{what: (Timing or None, Outcome)}: ``source_dir/<task>.py`` timed on the task's timed case by
+    this process's clock, with no cases run first (``what``: "entry" the launcher, "baseline" the torch
+    baseline). For the grader's own measurements (``grader.speed_bars``) and for tests; a learner's
+    kernel is timed inside its grading (``run_task``). Raises RuntimeError when the file cannot load."""
+    path = source_dir / f"{spec.name}.py"
+    data = read_task_file(path)
+    if data is None:
+        raise RuntimeError(f"{sources.display(path)} does not exist")
+    out = {}
+    with job_folder(spec.name, data) as (job_dir, copy):
+        setup = {
+            "file": str(copy), "display": sources.display(path), "entry": spec.entry, "outputs": list(spec.outputs),
+            "forbid": sorted(spec.forbid_in_launcher), "torch_task": spec.torch_task, "mode": worker.mode,
+            "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
+        }  # fmt: skip
+        session = _Session(setup, worker, job_dir)
+        key = tiers.gpu_key(worker.env)
+        gpu = worker.mode == runtime.GPU
+        try:
+
+            def ask(message, limit, kind, fd=None, most_data=None, lock=True):
+                held = tiers.gpu_use(key, exclusive=False) if gpu and lock else contextlib.nullcontext()
+                with held:
+                    return session.ask(message, limit, kind, fd, most_data)
+
+            def checked(read, reply, *args):
+                return read(reply, *args)
+
+            reply, _ = ask(None, limits.load_s, "loaded")
+            if reply.get("kind") != "loaded":
+                raise RuntimeError(f"{sources.display(path)} does not load: {reply.get('summary')}")
+            for what in whats:
+                out[what] = time_calls(spec, spec.timed_case(), seed, ask, checked, limits.extra_s, key, what)
+        except (_Late, _Gone, _Garbled, _TooMuch, claims.Unreadable) as e:
+            raise RuntimeError(f"the timing worker failed ({type(e).__name__})") from e
+        finally:
+            session.close()
+    return out
+
+
+def time_reference(spec, source_dir: Path, worker: Worker, limits: Limits, seed: int = 0) -> dict:
+    """{"solution": Timing, "eager": Timing}: the course's solution and the torch baseline timed on the
+    task's timed case in ``worker`` (the grader's own), the way a learner's kernel is. RuntimeError when
+    either fails."""
+    timed = time_file(spec, source_dir, worker, limits, ("entry", "baseline"), seed)
+    out = {}
+    for name, what in (("solution", "entry"), ("eager", "baseline")):
+        timing, outcome = timed[what]
+        if timing is None or not outcome.ok:
+            raise RuntimeError(f"the {name} failed when timed: {outcome.summary}")
+        out[name] = timing
+    return out
+
+
+def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=None) -> case_tools.Outcome:
     if spec.call_case is not None:  # a task that is no kernel: a question, answered in plain data
         function, kwargs = spec.call_case(case, case_seed)
         reply, _ = ask({"kind": "call", "function": function, "kwargs": kwargs}, limit, "call_done")
@@ -761,7 +943,7 @@ def _one_case(spec, case, case_seed: int, ask, checked, limit: float) -> case_to
                 reply["span"] = span
             except (ValueError, TypeError, RuntimeError) as e:
                 return case_tools.Outcome.failed(f"the launcher returned a tensor the grader cannot read back ({e})")
-        return case_tools.judge(spec, case, prepared, reply, returned)
+        return case_tools.judge(spec, case, prepared, reply, returned, device=device)
 
 
 def _hung(result: TaskResult, phase: str, waited: float, limits: Limits, whole_task: bool) -> TaskResult:

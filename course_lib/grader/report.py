@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import html
+from collections import Counter
 
+from .. import runtime, tasks
 from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
 
 LABEL = {PASS: "PASS", FAIL: "FAIL", TODO: "TODO", TIMEOUT: "HANG", CRASH: "CRASH", NEEDS_GPU: "GPU"}
@@ -27,16 +29,38 @@ def result_lines(r: TaskResult, width: int = 14, output: bool = True) -> list[st
     return lines
 
 
+def footer(results: list[TaskResult]) -> list[str]:
+    """The lines under the results: how many pass, how many by speed tier, and where speed is graded."""
+    rows = []
+    passed = sum(r.passed for r in results)
+    waiting = sum(r.status == NEEDS_GPU for r in results)
+    if len(results) > 1:
+        rows.append(f"{passed} of {len(results)} tasks pass" + (f"; {waiting} need a Hopper GPU" if waiting else ""))
+    tiers = Counter(r.tier for r in results if r.passed and r.tier)
+    if tiers:
+        order = ("expert", "fast", "works")
+        rows.append("speed tiers: " + ", ".join(f"{tiers[t]} {t}" for t in order if tiers.get(t)))
+    elif any(r.passed and _has_tiers(r.task) for r in results) and runtime.is_cpu():
+        rows.append(
+            "speed tiers (works / fast / expert) are graded on a GPU only: here the interpreter checks that "
+            "kernels are right, and its times are no kernel's speed"
+        )
+    return rows
+
+
+def _has_tiers(task: str) -> bool:
+    try:
+        return tasks.get(task).speed_tiers() is not None
+    except KeyError:
+        return False
+
+
 def text(results: list[TaskResult]) -> str:
     width = max([len(r.task) for r in results] + [8])
     rows = []
     for r in results:
         rows += result_lines(r, width)
-    passed = sum(r.passed for r in results)
-    waiting = sum(r.status == NEEDS_GPU for r in results)
-    if len(results) > 1:
-        rows.append(f"{passed} of {len(results)} tasks pass" + (f"; {waiting} need a Hopper GPU" if waiting else ""))
-    return "\n".join(rows)
+    return "\n".join(rows + footer(results))
 
 
 class Report:

@@ -32,6 +32,11 @@ class TaskResult:
     failed: str = ""
     # whether the learner's code ran inside the operating-system sandbox (``grader.sandbox``)
     sandboxed: bool = False
+    # GPU mode, a passing kernel task: its speed tier ("works", "fast", "expert"; ``grader.tiers``), its
+    # time per call on the timed case by the grader's clock, and that time's fraction of the roofline
+    tier: str = ""
+    speed_us: float | None = None
+    roofline_fraction: float | None = None
 
     @property
     def passed(self) -> bool:

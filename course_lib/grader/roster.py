@@ -15,12 +15,12 @@ Scoring is all-or-nothing: ``max_score`` is the task's points (``TaskSpec.points
 left out on purpose: the cases are not of equal weight (one tiny case and one misaligned case test
 different things), and a kernel that fails one case is a wrong kernel.
 
-Speed points (``speed_points=True``, GPU mode only; tasks that have benchmark cases): a passing
-result's performance line ("... NN% of the roofline ...") gives ``f = NN / 100`` and a bonus of
-``SPEED_POINTS * min(1, f / SPEED_FULL_AT)`` (rounded to 0.01): 1 point at 80% of the roofline or
-more, linear below it; ``max_score`` grows by ``SPEED_POINTS`` for those tasks. The fraction is kept
-in the ``roofline_fraction`` column, so ``resume`` can score and rank kept rows without timing them
-again.
+Speed points (``speed_points=True``, GPU mode only; tasks with speed tiers, ``TaskSpec.speed_tiers``):
+a passing result's tier (``grader.tiers``: decided in the grader's process by its own clock) adds
+``TIER_POINTS[tier]`` (works 0, fast 0.5, expert 1); ``max_score`` grows by ``SPEED_POINTS`` for those
+tasks. The tier, the time per call and its fraction of the roofline are kept in the ``speed_tier``,
+``time_us`` and ``roofline_fraction`` columns, so ``resume`` can score and rank kept rows without timing
+them again.
 
 Outputs (each written atomically: a temporary file, then ``os.replace``; an error while writing one
 leaves the file that was there before, and the files already written stay):
@@ -70,7 +70,6 @@ __all__ = [
     "find_learners",
     "grade_room",
     "normalize_message",
-    "parse_performance",
     "select_tasks",
     "speed_bonus",
 ]
@@ -84,7 +83,7 @@ GRADED_STATUSES = (PASS, FAIL, TODO, TIMEOUT, CRASH, NEEDS_GPU)  # needs_gpu: sc
 FAILURE_STATUSES = (FAIL, CRASH, TIMEOUT, TOO_LARGE, BINARY, NOT_UTF8, NOT_A_FILE)
 
 SPEED_POINTS = 1.0  # the most a task's speed can add
-SPEED_FULL_AT = 0.8  # fraction of the roofline that earns all of it
+TIER_POINTS = {"works": 0.0, "fast": 0.5 * SPEED_POINTS, "expert": SPEED_POINTS}
 
 # nbgrader's export columns first (student_id, assignment, timestamp, raw_score, score, max_score)
 COLUMNS = [
@@ -102,6 +101,8 @@ COLUMNS = [
     "cases_passed",
     "cases_total",
     "roofline_fraction",
+    "speed_tier",
+    "time_us",
     "sandboxed",
 ]
 _INT_COLUMNS = ("seed", "cases_passed", "cases_total")
@@ -205,39 +206,21 @@ def _points(task: str) -> float:
 
 
 def _speed_eligible(task: str) -> bool:
-    return bool(course_tasks.get(task).bench_cases)
+    return course_tasks.get(task).speed_tiers() is not None
 
 
-def speed_bonus(fraction: float | None) -> float:
-    """Speed points for a passing kernel at ``fraction`` of the roofline (see the module's doc)."""
-    if fraction is None:
-        return 0.0
-    return round(SPEED_POINTS * min(1.0, max(0.0, fraction) / SPEED_FULL_AT), 2)
+def speed_bonus(tier: str | None) -> float:
+    """Speed points for a passing kernel's tier (see the module's doc); none for no tier."""
+    return TIER_POINTS.get(tier or "", 0.0)
 
 
-_FRACTION = re.compile(r"(\d+(?:\.\d+)?)% of the roofline")
-_MICROSECONDS = re.compile(r":\s*(\d+(?:\.\d+)?) us\b")
-
-
-def parse_performance(details: Iterable[str]) -> tuple[float | None, float | None]:
-    """(microseconds, fraction of the roofline) from a result's "performance on ..." line, or Nones."""
-    for line in details:
-        text = line.strip()
-        if not text.startswith("performance on"):
-            continue
-        fraction = _FRACTION.search(text)
-        us = _MICROSECONDS.search(text)
-        return (float(us.group(1)) if us else None, float(fraction.group(1)) / 100 if fraction else None)
-    return None, None
-
-
-def score(task: str, status: str, fraction: float | None, speed_points: bool) -> tuple[float, float, float]:
+def score(task: str, status: str, tier: str | None, speed_points: bool) -> tuple[float, float, float]:
     """(raw_score, score, max_score) of one row."""
     points = _points(task)
     extra = speed_points and _speed_eligible(task)
     raw = points if status == PASS else 0.0
     if extra and status == PASS:
-        raw += speed_bonus(fraction)
+        raw += speed_bonus(tier)
     top = points + (SPEED_POINTS if extra else 0.0)
     return round(raw, 4), round(raw, 4), round(top, 4)
 
@@ -292,10 +275,12 @@ def make_row(
     cases_passed: int = 0,
     cases_total: int = 0,
     fraction: float | None = None,
+    tier: str = "",
+    us: float | None = None,
     speed_points: bool = False,
     sandboxed: bool | None = None,
 ) -> dict:
-    raw, final, top = score(task, status, fraction, speed_points)
+    raw, final, top = score(task, status, tier, speed_points)
     row = {
         "student_id": learner,
         "assignment": task,
@@ -311,6 +296,8 @@ def make_row(
         "cases_passed": int(cases_passed),
         "cases_total": int(cases_total),
         "roofline_fraction": None if fraction is None else round(float(fraction), 4),
+        "speed_tier": tier or "",
+        "time_us": None if us is None else round(float(us), 3),
         # whether the learner's code ran in the operating-system sandbox ("" for a file never run)
         "sandboxed": "" if sandboxed is None else ("yes" if sandboxed else "no"),
     }
@@ -318,7 +305,7 @@ def make_row(
 
 
 def _rescored(row: dict, speed_points: bool) -> dict:
-    raw, final, top = score(row["assignment"], row["status"], row["roofline_fraction"], speed_points)
+    raw, final, top = score(row["assignment"], row["status"], row.get("speed_tier"), speed_points)
     return {**row, "raw_score": raw, "score": final, "max_score": top}
 
 
@@ -331,7 +318,7 @@ def _typed(row: dict) -> dict:
             value = int(value) if value not in ("", None) else 0
         elif key in _FLOAT_COLUMNS:
             value = float(value) if value not in ("", None) else 0.0
-        elif key == "roofline_fraction":
+        elif key in ("roofline_fraction", "time_us"):
             value = float(value) if value not in ("", None) else None
         else:
             value = _unneutralised("" if value is None else str(value))
@@ -452,15 +439,15 @@ def task_stats(rows: list[dict], task: str) -> TaskStats:
     )
 
 
-def leaderboard(rows: list[dict], task: str, times: dict | None = None) -> list[tuple[str, float | None, float]]:
-    """(learner, microseconds or None, roofline fraction) of the passing rows with a fraction, fastest first."""
-    times = times or {}
+def leaderboard(rows: list[dict], task: str) -> list[tuple[str, float, str, float | None]]:
+    """(learner, microseconds a call, tier, roofline fraction or None) of the passing rows that were
+    timed, fastest first (the grader's clock, on the task's timed case)."""
     board = [
-        (r["student_id"], times.get((r["student_id"], task)), r["roofline_fraction"])
+        (r["student_id"], float(r["time_us"]), r.get("speed_tier") or "", r["roofline_fraction"])
         for r in rows
-        if r["assignment"] == task and r["status"] == PASS and r["roofline_fraction"] is not None
+        if r["assignment"] == task and r["status"] == PASS and r.get("time_us") is not None
     ]
-    return sorted(board, key=lambda item: (-item[2], item[1] if item[1] is not None else float("inf"), item[0]))
+    return sorted(board, key=lambda item: (item[1], item[0]))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -478,7 +465,6 @@ class Room:
     seconds: float = 0.0
     results: dict[tuple[str, str], TaskResult] = field(default_factory=dict)  # graded this run
     kept: set = field(default_factory=set)  # (learner, task) pairs whose row came from the last run
-    times: dict = field(default_factory=dict)  # (learner, task) -> kernel microseconds (GPU)
     written: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     speed_points: bool = False
@@ -533,8 +519,8 @@ class Room:
             f"{sum(r.seconds for r in self.results.values()):.1f} s",
             "- scoring: all-or-nothing, the task's points for a pass"
             + (
-                f"; speed points up to {_num(SPEED_POINTS)} per task: {_num(SPEED_POINTS)} x min(1, roofline fraction "
-                f"/ {SPEED_FULL_AT:g})"
+                f"; speed points up to {_num(SPEED_POINTS)} per task by speed tier: works 0, fast "
+                f"{_num(TIER_POINTS['fast'])}, expert {_num(TIER_POINTS['expert'])}"
                 if self.speed_points
                 else ""
             ),
@@ -571,15 +557,25 @@ class Room:
             for task, failures in more:
                 for count, key, example in failures:
                     out.append(f"- {task}, {count}x: `{_md(key, 100)}` (e.g. {_md(example['student_id'])})")
-        boards = [(task, leaderboard(rows, task, self.times)) for task in self.tasks]
+        boards = [(task, leaderboard(rows, task)) for task in self.tasks]
         boards = [(task, board) for task, board in boards if board]
         if boards:
-            out += ["", "## Leaderboards", "", "Passing kernels on the GPU, by fraction of the roofline."]
+            out += [
+                "", "## Leaderboards", "",
+                "Passing kernels on the GPU, fastest first: time per call of the task's timed case, by the "
+                "grader's clock (`grader.tiers`).",
+            ]  # fmt: skip
             for task, board in boards:
-                out += ["", f"### {task}", "", "| # | learner | time | roofline |", "| --- | --- | --- | --- |"]
-                for rank, (learner, us, fraction) in enumerate(board, 1):
-                    when = f"{us:.1f} us" if us is not None else "-"
-                    out.append(f"| {rank} | {_md(learner)} | {when} | {fraction:.0%} |")
+                out += [
+                    "",
+                    f"### {task}",
+                    "",
+                    "| # | learner | time | tier | roofline |",
+                    "| --- | --- | --- | --- | --- |",
+                ]
+                for rank, (learner, us, tier, fraction) in enumerate(board, 1):
+                    roof = f"{fraction:.0%}" if fraction is not None else "-"
+                    out.append(f"| {rank} | {_md(learner)} | {us:.1f} us | {tier or '-'} | {roof} |")
         out += ["", "## Learners", "", "| learner | pass | score |", "| --- | --- | --- |"]
         for learner in self.learners:
             mine = [r for r in rows if r["student_id"] == learner]
@@ -765,14 +761,14 @@ def grade_room(
 
     for job, result in zip(jobs, results):
         key = (job.learner, job.task)
-        us, fraction = parse_performance(result.details) if result.status == PASS else (None, None)
-        if us is not None:
-            room.times[key] = us
+        timed = result.status == PASS and result.speed_us is not None
         decided[key] = make_row(
             job.learner, job.task, result.status, result.summary, timestamp=stamp, seed=seed,
             sha256=getattr(result, "file_sha256", "") or hashes[key], seconds=result.seconds,
-            cases_passed=result.cases_passed, cases_total=result.cases_total, fraction=fraction,
-            speed_points=speed_points, sandboxed=getattr(result, "sandboxed", None),
+            cases_passed=result.cases_passed, cases_total=result.cases_total,
+            fraction=result.roofline_fraction if timed else None, tier=result.tier if timed else "",
+            us=result.speed_us if timed else None, speed_points=speed_points,
+            sandboxed=getattr(result, "sandboxed", None),
         )  # fmt: skip
         room.results[key] = result
 

@@ -186,7 +186,10 @@ class _Worker:
         _send(self.conn, {"kind": "loaded"})
 
     def serve(self) -> None:
-        handlers = {"case": self.case, "call": self.call, "probe": self.probe, "perf": self.perf}
+        handlers = {
+            "case": self.case, "call": self.call, "probe": self.probe,
+            "speed": self.speed, "speed_go": self.speed_go, "speed_end": self.speed_end,
+        }  # fmt: skip
         while True:
             message = _receive(self.conn)
             kind = message.get("kind")
@@ -311,18 +314,63 @@ class _Worker:
         except BaseException as e:  # learner code runs inside the probe
             _send(self.conn, {"kind": "probe_done", "error": _explain(e, self.path)})
 
-    def perf(self, message: dict) -> None:
-        """GPU only: the speed of a passing kernel; a report line, never a verdict."""
-        from .. import bench, tasks
+    # timed calls (GPU): the grader's clock times them, and judges the output they leave -------------
 
-        stale = None
+    def speed(self, message: dict) -> None:
+        """Map the timed case's inputs onto the GPU and make one call (compiling what it needs); the
+        grader then sends ``speed_go`` windows and times each from outside, and ``speed_end``."""
+        from multiprocessing import reduction
+
+        from .. import tasks
+        from .guards import ALLOWED_IN_LAUNCHER, launcher_torch_guard
+        from .shared import MappedCase
+
+        fd = reduction.recv_handle(self.conn)
+        mapped = MappedCase(message["shared"], fd, "cuda" if self.gpu else "cpu")
+        outputs = set(self.setup["outputs"])
+        kwargs = {name: mapped.tensors.get(name, message["values"].get(name)) for name in message["order"]}
+        if message.get("what") == "baseline":  # the grader's own worker only: the torch baseline
+            spec = tasks.get(message["task"])
+            baseline = spec.baseline or spec.reference
+            inputs = {k: v for k, v in kwargs.items() if k not in outputs}
+            self.timed = {"mapped": mapped, "call": lambda: baseline(**inputs), "guard": None, "returned": None}
+        else:
+            allowed = ALLOWED_IN_LAUNCHER - frozenset(self.setup["forbid"])
+            torch_task = bool(self.setup.get("torch_task"))
+            guard = None if torch_task else (lambda: launcher_torch_guard(allowed, (str(self.path),)))
+            self.timed = {"mapped": mapped, "call": lambda: self.entry(**kwargs), "guard": guard, "returned": None}
+        self.timed["inputs"] = {k: v for k, v in mapped.tensors.items() if k not in outputs}
+        reply = self._timed_calls(1)
+        reply["kind"] = "speed_ready"
+        _send(self.conn, reply)
+
+    def _timed_calls(self, reps: int) -> dict:
+        import torch
+
+        from .. import hooks
+
+        timed = self.timed
+        reply: dict = {"error": None, "launch_count": 0}
         try:
-            lines = bench.performance_note(tasks.get(message["task"]), self.entry)
-        except bench.StaleResults as e:  # the timed calls skipped the work
-            lines, stale = [], str(e)
-        except BaseException as e:  # a timing problem is not the learner's failure
-            lines = [f"performance not measured: {type(e).__name__}: {e}"]
-        _send(self.conn, {"kind": "perf_done", "lines": [str(line) for line in lines], "stale": stale})
+            with hooks.watch_launches() as watch, (timed["guard"] or contextlib.nullcontext)():
+                for _ in range(reps):
+                    timed["returned"] = timed["call"]()
+            if self.gpu:
+                torch.cuda.synchronize()
+            reply["launch_count"] = len(watch.launches)
+        except BaseException as e:  # learner code
+            reply["error"] = _explain(e, self.path)
+        return reply
+
+    def speed_go(self, message: dict) -> None:
+        reply = self._timed_calls(int(message["reps"]))
+        reply["kind"] = "speed_went"
+        _send(self.conn, reply)
+
+    def speed_end(self, message: dict) -> None:
+        """The timed calls are over: their tensors are let go (the grader judges one more call, a case)."""
+        self.timed = None
+        _send(self.conn, {"kind": "speed_done", "error": None, "launches": [], "flow": None, "returned": None})
 
 
 LOG_LIMIT_BYTES = 256 << 20  # what the worker may print or write to any one file

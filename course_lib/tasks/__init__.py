@@ -52,6 +52,37 @@ class Case:
         return f"{self.label}: shape={tuple(self.shape)} dtype={str(self.dtype).replace('torch.', '')}{where}{extra}"
 
 
+@dataclass(frozen=True)
+class Tier:
+    """One speed tier's bar: at least ``fraction`` of the speed of ``against`` on the task's timed case.
+
+    ``against``: "eager" (the task's torch baseline as a PyTorch user writes it: cuBLAS for a matmul),
+    "solution" (the course's reference kernel) or "roofline" (the time the bytes/FLOPs model allows at
+    this GPU's measured peaks). A kernel within the measured noise of the bar meets it."""
+
+    against: str
+    fraction: float
+
+    def describe(self) -> str:
+        what = {"eager": "torch eager", "solution": "the course's solution", "roofline": "the roofline"}[self.against]
+        if self.against == "roofline":
+            return f"{self.fraction:.0%} of {what}"
+        return f"as fast as {what}" if self.fraction == 1.0 else f"{self.fraction:.0%} of the speed of {what}"
+
+
+@dataclass(frozen=True)
+class SpeedTiers:
+    """How a correct kernel's speed is graded on a GPU (``grader.tiers``): "works" (every case right),
+    "fast" (meets ``fast``), "expert" (meets ``fast`` and ``expert``). ``case`` is the timed case (the
+    first benchmark case when None); ``why`` says in a line where the bars come from (measured on the
+    H200, results/)."""
+
+    fast: Tier = Tier("eager", 1.0)
+    expert: Tier = Tier("solution", 0.8)
+    case: Case | None = None
+    why: str = ""
+
+
 @dataclass
 class TaskSpec:
     name: str  # also the file name: solutions/<name>.py, exercises/<name>.py
@@ -110,6 +141,24 @@ class TaskSpec:
     # When a case's output is wrong: (float64 inputs, output, case) -> a sentence naming a known
     # mistake the output matches (bias per row, the other GELU form, ...), or None.
     diagnose: Callable | None = None
+    # Speed tiers on a GPU (``SpeedTiers``); kernel tasks with benchmark cases get the default bars
+    # (fast: torch eager's speed; expert: 80% of the solution's) unless they state their own.
+    speed: SpeedTiers | None = None
+
+    def speed_tiers(self) -> SpeedTiers | None:
+        """The bars this task's speed is graded against, or None for a task that has no speed grade
+        (no kernel, or no benchmark case)."""
+        if self.speed is not None:
+            return self.speed
+        if self.bench_cases and not self.torch_task and self.call_case is None:
+            return SpeedTiers()
+        return None
+
+    def timed_case(self) -> Case | None:
+        tiers = self.speed_tiers()
+        if tiers is None:
+            return None
+        return tiers.case or self.bench_cases[0]
 
     def runs_here(self, mode: str) -> bool:
         """Whether this machine can run the task's cases (see ``needs``)."""

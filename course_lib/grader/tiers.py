@@ -1,0 +1,317 @@
+"""Speed tiers on a GPU: how fast a correct kernel is, timed by the grader's own clock.
+
+A kernel task that passes every case on a GPU is timed once more on its timed case (``TaskSpec.
+timed_case``), and given a tier from the bars in its spec (``TaskSpec.speed_tiers``):
+
+* ``works``  every case is right;
+* ``fast``   it also meets the ``fast`` bar (by default: torch eager's speed);
+* ``expert`` it also meets the ``expert`` bar (by default: 80% of the speed of the course's solution).
+
+What decides a tier lives here, in the grader's process, never in the learner's:
+
+* **The clock is the grader's.** The worker is told to run the launcher R times and to report when
+  the GPU is done; the grader measures the time between its message and the reply. Windows of R and
+  2R calls are paired, so the message's own cost cancels: one call costs ``(t(2R) - t(R)) / R``.
+  Nothing the learner's process says about time is read.
+* **The timed calls compute.** Every call of every window must launch a kernel of its own, and after
+  the last window one more call, on fresh inputs at the timed shape with poisoned outputs, is judged
+  like any case (its reference computed on this process's GPU). A launcher that keeps state between
+  calls to skip work is what the pre-check refuses; code that gets past it can only slow itself.
+* **The bars are measured on this GPU the same way**: the course's solution and the torch baseline
+  run in a worker of the grader's own (the course's code only, no learner's), through the same
+  protocol, once per machine and set of versions (cached beside the time limits).
+* **The GPU is the timing's alone.** Every other grading step on a GPU holds the GPU shared; a timing
+  window holds it exclusively (``gpu_use``): a lock across processes, so several graders on one
+  machine never time while another one's kernels run. A waiting timer keeps new steps out.
+* **Noise is parity.** Each time has a spread (the windows' range over their median); a kernel within
+  the spreads of a bar meets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import runtime, tasks
+
+WORKS, FAST, EXPERT = "works", "fast", "expert"
+TIERS = (WORKS, FAST, EXPERT)
+WINDOW_S = 0.025  # the length of one timing window (R calls)
+PAIRS = 3  # windows of R and of 2R calls, this many times each
+SLOW_CALL_S = 0.25  # a call this slow is timed one call at a time (three of them)
+MIN_NOISE = 0.03  # a spread below 3% is not believed: back-to-back windows on one GPU vary that much
+CACHE_DAYS = 7.0  # bars measured longer ago than this are measured again
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One thing's time per call on the timed case: the median and the spread ((max - min) / median)."""
+
+    seconds: float
+    spread: float
+    calls: int  # how many calls the windows held in all
+
+    @property
+    def us(self) -> float:
+        return self.seconds * 1e6
+
+    def noise(self) -> float:
+        return max(MIN_NOISE, self.spread)
+
+
+def per_call(windows: list[tuple[int, float]]) -> Timing:
+    """A time per call from (calls, seconds) windows: paired R/2R windows give (t(2R) - t(R)) / R each;
+    single calls (R = 1 only) give their own time. The median, and the spread of the estimates."""
+    estimates = []
+    singles = [t for n, t in windows if n == 1]
+    by_pair = [(windows[i], windows[i + 1]) for i in range(0, len(windows) - 1, 2)]
+    for (n1, t1), (n2, t2) in by_pair:
+        if n2 == 2 * n1 and n1 > 1:
+            difference = (t2 - t1) / n1
+            # a negative or tiny difference is noise larger than the work: the longer window alone
+            estimates.append(difference if difference > 0.25 * t2 / n2 else t2 / n2)
+    if not estimates:
+        estimates = singles or [t / n for n, t in windows]
+    estimates.sort()
+    middle = estimates[len(estimates) // 2] if len(estimates) % 2 else sum(estimates[len(estimates) // 2 - 1 :][:2]) / 2
+    spread = (estimates[-1] - estimates[0]) / middle if middle > 0 else 1.0
+    return Timing(middle, spread, sum(n for n, _ in windows))
+
+
+def plan(first_call_s: float) -> list[int]:
+    """The windows to time, from one call's time (which includes the message's cost): R then 2R,
+    ``PAIRS`` times, with R calls taking about ``WINDOW_S``; a slow call is timed alone, three times."""
+    if first_call_s >= SLOW_CALL_S:
+        return [1, 1, 1]
+    reps = max(2, min(4096, math.ceil(WINDOW_S / max(first_call_s, 1e-6))))
+    return [reps, 2 * reps] * PAIRS
+
+
+# --------------------------------------------------------------------------------------------------
+# the decision
+
+
+@dataclass(frozen=True)
+class Bars:
+    """What the tiers are measured against on this GPU, per call of the timed case."""
+
+    eager: Timing
+    solution: Timing
+    roofline_s: float | None  # the bytes/FLOPs model's time at this GPU's peaks
+    gpu: str
+    measured: str  # when (UTC, "YYYY-MM-DD HH:MM")
+
+    def seconds(self, against: str) -> tuple[float, float]:
+        """(time per call, noise) of a bar's reference."""
+        if against == "eager":
+            return self.eager.seconds, self.eager.noise()
+        if against == "solution":
+            return self.solution.seconds, self.solution.noise()
+        if against == "roofline" and self.roofline_s:
+            return self.roofline_s, 0.0
+        raise ValueError(f"no bar called {against!r}")
+
+
+@dataclass(frozen=True)
+class Decision:
+    tier: str
+    line: str  # what the report says: the time, each bar and which one decided
+    us: float
+    roofline_fraction: float | None
+
+
+def _meets(mine: Timing, bar: tasks.Tier, bars: Bars) -> tuple[bool, float]:
+    """Whether ``mine`` meets ``bar``, and the time it had to beat (within the noise of both)."""
+    reference_s, reference_noise = bars.seconds(bar.against)
+    allowed = reference_s / bar.fraction
+    return mine.seconds <= allowed * (1.0 + mine.noise() + reference_noise), allowed
+
+
+def decide(spec: tasks.TaskSpec, mine: Timing, bars: Bars, case: tasks.Case) -> Decision:
+    """The tier of a correct kernel that took ``mine`` per call of ``case``."""
+    tiers = spec.speed_tiers()
+    fast, fast_s = _meets(mine, tiers.fast, bars)
+    expert, expert_s = _meets(mine, tiers.expert, bars)
+    tier = EXPERT if fast and expert else FAST if fast else WORKS
+    fraction = None
+    if bars.roofline_s:
+        fraction = min(1.0, bars.roofline_s / mine.seconds)
+    figures = [
+        f"torch eager {bars.eager.us:.1f} us ({bars.eager.seconds / mine.seconds:.2f}x yours)",
+        f"the course's solution {bars.solution.us:.1f} us",
+    ]
+    if fraction is not None:
+        figures.append(f"{fraction:.0%} of the roofline")
+    nxt = ""
+    if tier == WORKS:
+        nxt = f"; fast needs {tiers.fast.describe()} (about {fast_s * 1e6:.1f} us)"
+    elif tier == FAST:
+        nxt = f"; expert needs {tiers.expert.describe()} (about {expert_s * 1e6:.1f} us)"
+    line = (
+        f"speed: {tier.upper()} - {mine.us:.1f} us a call (spread {mine.spread:.0%}) on {bars.gpu}, "
+        f"{case.describe()}; {', '.join(figures)}{nxt}"
+    )
+    return Decision(tier, line, round(mine.us, 3), None if fraction is None else round(fraction, 4))
+
+
+def roofline_seconds(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
+    """The time the task's bytes/FLOPs model allows on this GPU (its measured peaks), or None."""
+    if spec.bytes_moved is None and spec.flops is None:
+        return None
+    try:
+        from .. import roofline
+
+        dtype = str(case.dtype).replace("torch.", "") if spec.tensor_cores else "float32"
+        n_bytes = spec.bytes_moved(case) if spec.bytes_moved else 0
+        n_flops = spec.flops(case) if spec.flops else 0
+        seconds = roofline.floor(n_bytes, n_flops, roofline.gpu_peaks(), dtype).ms * 1e-3
+        return seconds if seconds > 0 else None
+    except Exception:  # no peaks: the tier is decided without the roofline
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# the GPU's lock: steps share it, timing takes it alone
+
+
+def _locks_dir() -> Path:
+    path = runtime.cache_root() / "locks"
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def gpu_key(env: dict | None = None) -> str:
+    """Which physical GPU a worker with ``env`` uses: the first of its CUDA_VISIBLE_DEVICES, or of
+    this process's, or "0"."""
+    for source in (env or {}, os.environ):
+        visible = source.get("CUDA_VISIBLE_DEVICES")
+        if visible:
+            return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in visible.split(",")[0].strip())
+    return "0"
+
+
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_LOCK = threading.Lock()
+
+
+def _flock(path: Path, exclusive: bool) -> int:
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _unlock(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)  # closing the descriptor releases its flock
+
+
+@contextlib.contextmanager
+def gpu_use(key: str, exclusive: bool):
+    """Hold GPU ``key`` shared (a grading step) or exclusively (a timing window), across processes.
+
+    Two files: a gate and the lock itself. A step passes the gate (briefly, exclusively) and then
+    takes the lock shared; a timer takes the gate and holds it while it waits for the lock, so no new
+    step starts while it waits, and the steps already running finish first."""
+    try:
+        import fcntl  # noqa: F401  (POSIX only: elsewhere there is one grader and no lock)
+    except ImportError:
+        yield
+        return
+    folder = _locks_dir()
+    gate_path, lock_path = folder / f"gpu-{key}.gate", folder / f"gpu-{key}.lock"
+    gate = _flock(gate_path, exclusive=True)
+    try:
+        lock = _flock(lock_path, exclusive=exclusive)
+    except BaseException:
+        _unlock(gate)
+        raise
+    if not exclusive:
+        _unlock(gate)
+        gate = None
+    try:
+        yield
+    finally:
+        _unlock(lock)
+        if gate is not None:
+            _unlock(gate)
+
+
+# --------------------------------------------------------------------------------------------------
+# the bars, measured once per machine
+
+
+def _cache_file() -> Path:
+    import torch
+    import triton
+
+    host = "".join(ch if ch.isalnum() else "_" for ch in platform.node() or "machine")
+    return runtime.cache_root() / f"speed-bars-torch{torch.__version__}-triton{triton.__version__}-{host}.json"
+
+
+def read_bars(task: str, key: str) -> Bars | None:
+    try:
+        entry = json.loads(_cache_file().read_text()).get(task)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    try:
+        age_days = (time.time() - float(entry["when"])) / 86400
+        bars = Bars(
+            Timing(**entry["eager"]), Timing(**entry["solution"]), entry.get("roofline_s"),
+            str(entry["gpu"]), str(entry["measured"]),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
+    good = all(0 < t.seconds < 3600 and t.spread >= 0 for t in (bars.eager, bars.solution))
+    return bars if good and 0 <= age_days < CACHE_DAYS else None
+
+
+def write_bars(task: str, key: str, bars: Bars) -> None:
+    path = _cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with cache_lock("speed-bars-file"):
+        try:
+            table = json.loads(path.read_text())
+            table = table if isinstance(table, dict) else {}
+        except (OSError, ValueError):
+            table = {}
+        entry = asdict(bars)
+        table[task] = {**entry, "key": key, "when": time.time()}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def cache_lock(name: str):
+    """One holder at a time of ``name`` on this machine, across threads and processes: what is measured
+    once per machine (time limits, speed bars) is measured by the first grader, and the others wait
+    for it and read it."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    with _THREAD_LOCKS_LOCK:
+        local = _THREAD_LOCKS.setdefault(safe, threading.Lock())
+    with local:
+        try:
+            import fcntl  # noqa: F401
+        except ImportError:
+            yield
+            return
+        fd = _flock(_locks_dir() / f"{safe}.lock", exclusive=True)
+        try:
+            yield
+        finally:
+            _unlock(fd)

@@ -1,0 +1,340 @@
+"""Speed tiers (grader.tiers): the decision, the grader's clock, the GPU's lock and what is measured once.
+
+The timing itself needs a GPU (the H200 run in results/grader_h200/ records the tiers of the solutions
+and of deliberately slow correct kernels); here the protocol runs in CPU mode on small cases, where
+its figures are never shown as speed: the tests read what the grader decides from them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_lib import sources, tasks
+from course_lib.grader import Worker, isolation, limits, roster, tiers
+from course_lib.grader.report import footer
+from course_lib.grader.result import PASS, TaskResult
+
+HERE = Path(__file__).parent
+SMALL = tasks.Case((100_003,), torch.float32, "timed")
+
+
+@pytest.fixture
+def scratch_cache(tmp_path, monkeypatch):
+    """The grader's caches and locks in a folder of this test's own."""
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _bars(eager_us: float, solution_us: float, roof_us: float | None = None, spread: float = 0.01) -> tiers.Bars:
+    return tiers.Bars(
+        tiers.Timing(eager_us * 1e-6, spread, 100),
+        tiers.Timing(solution_us * 1e-6, spread, 100),
+        None if roof_us is None else roof_us * 1e-6,
+        "NVIDIA H200",
+        "2026-12-03 10:00",
+    )
+
+
+def _mine(us: float, spread: float = 0.01) -> tiers.Timing:
+    return tiers.Timing(us * 1e-6, spread, 100)
+
+
+# --------------------------------------------------------------------------------------------------
+# the decision
+
+
+def test_default_bars_grade_a_kernel_by_eager_then_by_the_solution():
+    spec = tasks.get("vector_add")
+    bars = _bars(eager_us=100, solution_us=90, roof_us=80)
+    case = spec.timed_case()
+    assert tiers.decide(spec, _mine(300), bars, case).tier == tiers.WORKS  # slower than eager
+    assert tiers.decide(spec, _mine(101), bars, case).tier == tiers.EXPERT  # within the noise of eager, 89%
+    assert tiers.decide(spec, _mine(100), bars, case).tier == tiers.EXPERT
+    # as fast as eager but well below 80% of the solution's speed: fast, not expert
+    slow_bars = _bars(eager_us=100, solution_us=50)
+    assert tiers.decide(spec, _mine(99), slow_bars, case).tier == tiers.FAST
+
+
+def test_noise_is_parity_and_no_more():
+    spec = tasks.get("vector_add")
+    bars = _bars(eager_us=100, solution_us=10)  # expert needs <= 12.5 us
+    case = spec.timed_case()
+    # each time's noise is at least 3%: 6% over eager is parity, 7% is slower
+    assert tiers.decide(spec, _mine(107), bars, case).tier == tiers.WORKS
+    assert tiers.decide(spec, _mine(105.9), bars, case).tier == tiers.FAST
+    noisy = _mine(114, spread=0.12)  # its own windows varied 12%: 14% over eager is parity
+    assert tiers.decide(spec, noisy, bars, case).tier == tiers.FAST
+
+
+def test_the_report_line_names_the_figures_and_what_the_next_tier_needs():
+    spec = tasks.get("vector_add")
+    decision = tiers.decide(spec, _mine(300), _bars(eager_us=100, solution_us=90, roof_us=80), spec.timed_case())
+    assert decision.line.startswith("speed: WORKS - 300.0 us a call")
+    assert "torch eager 100.0 us (0.33x yours)" in decision.line
+    assert "27% of the roofline" in decision.line
+    assert "fast needs as fast as torch eager (about 100.0 us)" in decision.line
+    assert decision.roofline_fraction == pytest.approx(80 / 300, abs=1e-4)
+
+
+def test_a_fraction_of_the_roofline_never_exceeds_one():
+    spec = tasks.get("vector_add")
+    decision = tiers.decide(spec, _mine(50), _bars(100, 90, roof_us=80), spec.timed_case())
+    assert decision.roofline_fraction == 1.0
+
+
+def test_every_kernel_task_with_benchmarks_has_tiers_and_the_others_none():
+    for spec in tasks.all_tasks():
+        has = spec.speed_tiers() is not None
+        assert has == bool(spec.bench_cases and not spec.torch_task and spec.call_case is None), spec.name
+        if has:
+            assert spec.timed_case() is not None
+            for bar in (spec.speed_tiers().fast, spec.speed_tiers().expert):
+                assert bar.against in ("eager", "solution", "roofline") and 0 < bar.fraction <= 1.0, spec.name
+
+
+# --------------------------------------------------------------------------------------------------
+# the clock: windows of R and 2R calls
+
+
+def test_paired_windows_cancel_the_message_cost():
+    # each window costs 2 ms of messages plus 0.1 ms a call
+    windows = [(r, 0.002 + r * 1e-4) for r in (100, 200) * 3]
+    timing = tiers.per_call(windows)
+    assert timing.seconds == pytest.approx(1e-4)
+    assert timing.spread == pytest.approx(0.0, abs=1e-9)
+    assert timing.calls == 900
+
+
+def test_slow_calls_are_timed_one_at_a_time():
+    assert tiers.plan(0.5) == [1, 1, 1]
+    assert tiers.per_call([(1, 0.5), (1, 0.6), (1, 0.55)]).seconds == pytest.approx(0.55)
+    reps = tiers.plan(0.001)
+    assert reps == [25, 50] * tiers.PAIRS
+
+
+# --------------------------------------------------------------------------------------------------
+# the protocol, in CPU mode on a small case (figures never shown as speed)
+
+
+def _small(spec_name: str) -> tasks.TaskSpec:
+    return dataclasses.replace(tasks.get(spec_name), speed=tasks.SpeedTiers(case=SMALL))
+
+
+@pytest.mark.timeout(300)
+def test_the_solution_and_the_baseline_are_timed_through_the_worker(scratch_cache):
+    spec = _small("vector_add")
+    timed = isolation.time_reference(spec, sources.resolve("solutions"), Worker(), limits.GENEROUS)
+    assert set(timed) == {"solution", "eager"}
+    for timing in timed.values():
+        assert timing.seconds > 0 and timing.calls >= 3
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text(text)
+    return folder
+
+
+LAZY_WHEN_TIMED = '''"""Right on every call it is graded on; skips the work from its second call on a timed case."""
+
+import triton
+import triton.language as tl
+
+SEEN = []
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def vector_add(x, y, out):
+    SEEN.append(1)
+    if x.numel() == 100_003 and len(SEEN) > 1:
+        return out
+    add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+'''
+
+
+@pytest.mark.timeout(300)
+def test_timed_calls_that_skip_the_work_are_caught(tmp_path, scratch_cache):
+    """A launcher that does nothing once it is being timed (the output an earlier call left stays right):
+    every call of every window must launch a kernel."""
+    folder = _write(tmp_path / "lazy", "vector_add", LAZY_WHEN_TIMED)
+    spec = _small("vector_add")
+    timing, outcome = isolation.time_file(spec, folder, Worker(), limits.GENEROUS)["entry"]
+    assert timing is None and not outcome.ok
+    assert outcome.summary == "a timed call launched no Triton kernel"
+
+
+EMPTY_WHEN_TIMED = LAZY_WHEN_TIMED.replace(
+    "        return out\n",
+    "        nothing_kernel[(1,)](out)\n        return out\n",
+).replace(
+    "@triton.jit\ndef add_kernel",
+    "@triton.jit\ndef nothing_kernel(out_ptr):\n    pass\n\n\n@triton.jit\ndef add_kernel",
+)
+
+
+@pytest.mark.timeout(300)
+def test_timed_calls_that_launch_an_empty_kernel_fail_on_the_checked_call(tmp_path, scratch_cache):
+    """It launches a kernel on every call, but computes nothing once timed: the call judged after the
+    windows (fresh inputs, poisoned output) fails."""
+    folder = _write(tmp_path / "empty", "vector_add", EMPTY_WHEN_TIMED)
+    timing, outcome = isolation.time_file(_small("vector_add"), folder, Worker(), limits.GENEROUS)["entry"]
+    assert timing is not None and not outcome.ok
+    assert "NaN" in outcome.summary or "wrong" in outcome.summary or "mismatch" in outcome.summary, outcome.summary
+
+
+@pytest.mark.timeout(300)
+def test_an_honest_kernel_is_timed_and_its_timed_output_judged(tmp_path, scratch_cache):
+    honest = LAZY_WHEN_TIMED.replace("    if x.numel() == 100_003 and len(SEEN) > 1:\n        return out\n", "")
+    folder = _write(tmp_path / "honest", "vector_add", honest)
+    timing, outcome = isolation.time_file(_small("vector_add"), folder, Worker(), limits.GENEROUS)["entry"]
+    assert outcome.ok, outcome.summary
+    assert timing is not None and timing.seconds > 0
+
+
+# --------------------------------------------------------------------------------------------------
+# the GPU's lock: shared for steps, exclusive for timing, across processes
+
+
+def _hold(key: str, exclusive: bool, seconds: float, cache: str, started, log) -> None:
+    os.environ["COURSE_CACHE"] = cache
+    with tiers.gpu_use(key, exclusive):
+        started.set()
+        log.put(("in", exclusive, time.monotonic()))
+        time.sleep(seconds)
+        log.put(("out", exclusive, time.monotonic()))
+
+
+def test_timing_waits_for_running_steps_and_keeps_new_ones_out(scratch_cache):
+    ctx = multiprocessing.get_context("spawn")
+    log = ctx.Queue()
+    started = ctx.Event()
+    step = ctx.Process(target=_hold, args=("t0", False, 1.0, str(scratch_cache), started, log))
+    step.start()
+    assert started.wait(60)
+    waiting = threading.Event()
+    order = []
+
+    def timer():
+        waiting.set()
+        with tiers.gpu_use("t0", exclusive=True):
+            order.append(("timer in", time.monotonic()))
+            time.sleep(0.5)
+            order.append(("timer out", time.monotonic()))
+
+    thread = threading.Thread(target=timer)
+    thread.start()
+    waiting.wait()
+    time.sleep(0.2)  # the timer waits at the gate now: a new step must wait behind it
+    started2 = ctx.Event()
+    late = ctx.Process(target=_hold, args=("t0", False, 0.1, str(scratch_cache), started2, log))
+    late.start()
+    thread.join(30)
+    late.join(60)
+    step.join(60)
+    events = []
+    while not log.empty():
+        events.append(log.get())
+    first_out = next(t for kind, ex, t in events if kind == "out")
+    timer_in, timer_out = order[0][1], order[1][1]
+    late_in = [t for kind, ex, t in events if kind == "in"][-1]
+    assert timer_in >= first_out - 0.05, "the timer ran while a step held the GPU"
+    assert late_in >= timer_out - 0.05, "a step started while the timer held (or waited for) the GPU"
+
+
+def test_steps_share_the_gpu(scratch_cache):
+    entered = []
+    barrier = threading.Barrier(3, timeout=20)
+
+    def step():
+        with tiers.gpu_use("t1", exclusive=False):
+            entered.append(1)
+            barrier.wait()  # all three inside at once, or this times out
+
+    threads = [threading.Thread(target=step) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(entered) == 3
+
+
+def test_what_is_measured_once_is_measured_by_one_holder(scratch_cache):
+    inside = []
+    overlap = []
+
+    def holder():
+        with tiers.cache_lock("limits-gpu-vector_add"):
+            if inside:
+                overlap.append(1)
+            inside.append(1)
+            time.sleep(0.1)
+            inside.pop()
+
+    threads = [threading.Thread(target=holder) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not overlap
+
+
+def test_bars_are_cached_per_key_and_a_damaged_entry_is_measured_again(scratch_cache):
+    bars = _bars(100, 90, 80)
+    tiers.write_bars("vector_add", "sha|case|gpu", bars)
+    assert tiers.read_bars("vector_add", "sha|case|gpu") == bars
+    assert tiers.read_bars("vector_add", "other-sha|case|gpu") is None
+    path = tiers._cache_file()
+    table = json.loads(path.read_text())
+    table["vector_add"]["eager"]["seconds"] = -1.0
+    path.write_text(json.dumps(table))
+    assert tiers.read_bars("vector_add", "sha|case|gpu") is None
+
+
+# --------------------------------------------------------------------------------------------------
+# the gradebook and the report
+
+
+def test_speed_points_come_from_the_tier():
+    assert roster.score("vector_add", PASS, "expert", True) == (2.0, 2.0, 2.0)
+    assert roster.score("vector_add", PASS, "fast", True) == (1.5, 1.5, 2.0)
+    assert roster.score("vector_add", PASS, "works", True) == (1.0, 1.0, 2.0)
+    assert roster.score("vector_add", PASS, "expert", False) == (1.0, 1.0, 1.0)
+    assert roster.score("op_costs", PASS, "", True) == (1.0, 1.0, 1.0)  # no kernel, no speed grade
+    assert roster.score("vector_add", "fail", "expert", True) == (0.0, 0.0, 2.0)
+
+
+def test_the_leaderboard_ranks_timed_passing_rows_fastest_first():
+    rows = [
+        roster.make_row(name, "vector_add", status, "", timestamp="t", seed=1, tier=tier, us=us, fraction=f)
+        for name, status, tier, us, f in [
+            ("ada", PASS, "fast", 120.0, 0.7),
+            ("bo", PASS, "expert", 95.0, 0.9),
+            ("cy", "fail", "", None, None),
+            ("di", PASS, "", None, None),  # passed where nothing was timed (CPU mode)
+        ]
+    ]
+    board = roster.leaderboard(rows, "vector_add")
+    assert [learner for learner, *_ in board] == ["bo", "ada"]
+    assert board[0][1:] == (95.0, "expert", 0.9)
+
+
+def test_cpu_mode_says_that_speed_is_graded_on_a_gpu_only():
+    lines = footer([TaskResult("vector_add", PASS, "5 cases passed")])
+    assert any("graded on a GPU only" in line for line in lines)
+    graded = footer([TaskResult("vector_add", PASS, "ok", tier="fast"), TaskResult("softmax", PASS, "ok", tier="expert")])
+    assert "speed tiers: 1 expert, 1 fast" in graded
