@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, help="passed to grade --timeout")
     p.add_argument("--record", help="write a JSON record here, e.g. results/room_test_cpu.json")
     p.add_argument("--keep", action="store_true", help="keep the room and the gradebook (their folder is printed)")
+    p.add_argument("--speed-points", action="store_true", help="passed to grade (GPU: speed tiers scored)")
+    p.add_argument("--limit-s", type=float, help="stop the grade command after this many seconds (recorded)")
     args = p.parse_args(argv)
 
     every = course_tasks()
@@ -165,11 +167,20 @@ def main(argv: list[str] | None = None) -> int:
         command += ["--quiet", "--task", ",".join(task_names)]
         command += ["--jobs", str(args.jobs)] if args.jobs else []
         command += ["--timeout", str(args.timeout)] if args.timeout else []
+        command += ["--speed-points"] if args.speed_points else []
         env = dict(os.environ, COURSE_PROGRESS=str(work / "progress.json"))
         kinds = Counter(v["kind"] for v in plan.values())
         print(f"grading {args.learners} learners x {len(task_names)} tasks ({dict(kinds)}) in {room}", flush=True)
         start = time.perf_counter()
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        try:
+            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.limit_s)
+        except subprocess.TimeoutExpired:
+            print(f"error: the room was not graded in {args.limit_s:.0f} s", file=sys.stderr)
+            if args.record:
+                Path(args.record).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.record).write_text(json.dumps({"learners": args.learners, "tasks": task_names,
+                                                         "unfinished_after_s": args.limit_s}, indent=1) + "\n")  # fmt: skip
+            return 1
         seconds = time.perf_counter() - start
         print(done.stdout.rstrip())
         if done.returncode != 0 or not out.exists():
@@ -203,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                 "rows": len(rows),
                 "seconds": round(seconds, 1),
                 "statuses": dict(statuses),
+                "speed_tiers": dict(Counter(r.get("speed_tier", "") for r in rows if r.get("speed_tier"))),
+                "speed_points": args.speed_points,
                 "seed": args.seed,
                 "problems": problems,
             }

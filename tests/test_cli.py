@@ -156,3 +156,18 @@ def test_grade_a_room_to_json(submissions, tmp_path, isolated_grader, capsys):
     assert main("grade", str(submissions), "--out", str(out), "--seed", "7") == (0, "")
     assert f"wrote {2 * len(TASKS)} rows" in capsys.readouterr().out
     check_grades(json.loads(out.read_text()))
+
+
+def test_check_of_several_tasks_prints_each_line_as_it_is_graded(cli):
+    """``check`` of more than one task streams: a line per task as soon as it is graded, numbered, then
+    the count; on the CPU it says where speed is graded."""
+    run = cli("check", "vector_copy", "vector_add", "--solutions")
+    assert_clean(run)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("grading 2 tasks of solutions")
+    numbered = [line for line in lines if line.startswith("[")]
+    assert [line[:5] for line in numbered] == ["[1/2]", "[2/2]"]
+    assert all(" PASS " in line for line in numbered)
+    assert "2 of 2 tasks pass" in lines
+    assert any("graded on a GPU only" in line for line in lines)

@@ -325,18 +325,16 @@ def _hang_everywhere(folder: Path) -> None:
         (folder / f"{spec.name}.py").write_text(f'"""Hangs in every function."""\n\n\n{body}')
 
 
-@requires_interpreter  # on one GPU the tasks are graded one at a time, each worker spawned afresh
+@requires_interpreter  # on a GPU the jobs share the GPU, and the timing of a room is recorded in results/
 def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
-    """The time limits follow the reference solutions' times, so a hang is reported in seconds.
-    Each task's first case hangs until its limit, 15 s plus ten times the solution's time, two tasks at
-    a time: target under 12 s a task on 2 cores (all 22 tasks took 206 s on a 2-core machine, 9.4 s a
-    task); with the old fixed limits (120 s a step) it would take minutes a task. The first task of
-    every second chapter stands for the rest here (6 tasks: the suite's time on 2 cores is CI's budget).
-    The solutions are timed once per machine, the first time a task is graded there; that one-time
-    cost is taken first and printed apart."""
+    """A learner whose every task hangs is reported in under 3 minutes on 2 cores (CI's machine).
+    Each task's first step hangs until its limit, 15 s plus ten times the solution's time; two jobs at a
+    time, and a job silent for 30% of its limit lets one more start beside it (at most four at once),
+    so the 22 hangs overlap: 144 s on a 2-core machine (232 s when each hang held its slot to the end).
+    The solutions are timed once per machine, the first time a task is graded there; that one-time cost
+    is taken first and printed apart."""
     _hang_everywhere(tmp_path)
-    chosen = list({spec.chapter: spec for spec in reversed(tasks.all_tasks())}.values())[::2]
-    assert len(chosen) >= 6
+    chosen = tasks.all_tasks()
     start = time.perf_counter()
     for spec in chosen:
         grader.limits_for(spec, grader.Worker())
@@ -346,7 +344,7 @@ def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
     seconds = time.perf_counter() - start
     print(f"check of {len(chosen)} tasks on a submission that hangs in every task: {seconds:.0f} s")
     assert all(r.status == TIMEOUT for r in results), [(r.task, r.status, r.summary) for r in results]
-    assert seconds < 12 * len(results), f"{seconds:.0f} s for {len(results)} tasks"
+    assert seconds < 180, f"{seconds:.0f} s for {len(results)} tasks"
 
 
 def test_the_timing_check_sees_a_launcher_that_keeps_results_by_address():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import Case, TaskSpec, elementwise_cases, nbytes, output_like, random_tensor, register
+from . import Case, SpeedTiers, TaskSpec, elementwise_cases, nbytes, output_like, random_tensor, register
 
 
 def _inputs(case: Case, gen: torch.Generator) -> dict:
@@ -18,6 +18,7 @@ def _reference(x: torch.Tensor) -> torch.Tensor:
 register(
     TaskSpec(
         name="vector_copy",
+        speed=SpeedTiers(case=Case((16 * 2**20,), torch.float32, "timed")),
         chapter="00",
         title="Copy a vector (your first check)",
         entry="vector_copy",

@@ -5,7 +5,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import DEFAULT_TOLERANCE, Case, TaskSpec, Tolerance, nbytes, output_like, random_tensor, register, runtime
+from . import (
+    DEFAULT_TOLERANCE,
+    Case,
+    SpeedTiers,
+    TaskSpec,
+    Tolerance,
+    nbytes,
+    output_like,
+    random_tensor,
+    register,
+    runtime,
+)
 from .philox import rand as philox_rand
 from .philox import rand_per_element
 
@@ -98,6 +109,7 @@ def _gelu_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
 register(
     TaskSpec(
         name="fused_bias_gelu",
+        speed=SpeedTiers(case=Case((4096, 8192), BF16, "timed", params=(("approximate", "tanh"),))),
         chapter="04",
         title="bias + GELU (tanh and erf forms) in one pass",
         entry="fused_bias_gelu",
@@ -228,6 +240,7 @@ def _dropout_cases(mode: str) -> list[Case]:
 register(
     TaskSpec(
         name="residual_dropout",
+        speed=SpeedTiers(case=Case((16 * 2**20,), BF16, "timed", params=(("p", 0.1),))),
         chapter="04",
         title="residual + dropout(x) with a seed: the same mask on every run",
         entry="residual_dropout",

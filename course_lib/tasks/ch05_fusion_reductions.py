@@ -5,7 +5,18 @@ from __future__ import annotations
 import torch
 
 from ..compare import compare
-from . import DEFAULT_TOLERANCE, Case, TaskSpec, Tolerance, nbytes, output_like, random_tensor, register, runtime
+from . import (
+    DEFAULT_TOLERANCE,
+    Case,
+    SpeedTiers,
+    TaskSpec,
+    Tolerance,
+    nbytes,
+    output_like,
+    random_tensor,
+    register,
+    runtime,
+)
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 WIDTHS = (512, 1024, 2048, 4096, 8192)
@@ -99,6 +110,7 @@ _SOFTMAX_HINTS = [
 register(
     TaskSpec(
         name="softmax",
+        speed=SpeedTiers(case=Case((16384, 4096), BF16, "timed")),
         chapter="05",
         title="numerically stable row softmax, one pass over memory",
         entry="softmax",
@@ -143,6 +155,7 @@ _LAYERNORM_TOLERANCE[F32] = Tolerance(rtol=1e-4, atol=1e-5, norm=1e-5)
 register(
     TaskSpec(
         name="layernorm",
+        speed=SpeedTiers(case=Case((16384, 4096), BF16, "timed")),
         chapter="05",
         title="layernorm forward: mean, variance, scale and shift in one pass",
         entry="layernorm",

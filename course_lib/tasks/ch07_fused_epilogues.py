@@ -13,7 +13,7 @@ import torch
 
 from .. import runtime
 from ..compare import close_enough
-from . import Case, TaskSpec, output_like, random_tensor, register
+from . import Case, SpeedTiers, TaskSpec, Tier, output_like, random_tensor, register
 from .ch06_matmul import MATMUL_TOLERANCE, _operand
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -471,6 +471,10 @@ def judge_fusion(facts: dict) -> list[tuple[bool, str, list[str]]]:
 register(
     TaskSpec(
         name="fused_linear",
+        speed=SpeedTiers(
+            fast=Tier("eager", 0.7),  # eager is cuBLAS and one more pass for the epilogue
+            case=Case((4096, 4096, 4096), BF16, "timed"),
+        ),
         chapter="07",
         title="out = GELU_tanh(x @ weight.T + bias) in one kernel: a fused epilogue (cases: (M, N, K))",
         entry="fused_linear",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import runtime
-from . import DEFAULT_TOLERANCE, Case, TaskSpec, output_like, random_tensor, register
+from . import DEFAULT_TOLERANCE, Case, SpeedTiers, TaskSpec, output_like, random_tensor, register
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
@@ -270,6 +270,7 @@ def judge_sectors(facts: dict) -> list[tuple[bool, str, list[str]]]:
 register(
     TaskSpec(
         name="tiled_transpose",
+        speed=SpeedTiers(case=Case((8192, 8192), F32, "timed")),
         chapter="08",
         title="out = x.T by tiles: loads and stores both coalesced (cases: (M, N) of x)",
         entry="tiled_transpose",
