@@ -19,6 +19,9 @@ The interpreter's bug work-arounds live apart, in ``course_lib.interpreter``.
 
 from __future__ import annotations
 
+import ast
+import linecache
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -472,6 +475,8 @@ class _Span:
     itemsize: int
     numel: int
     dtype: str
+    shape: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()  # in elements
 
 
 @dataclass
@@ -480,6 +485,7 @@ class _Launch:
     spans: list[_Span]
     starts: np.ndarray  # merged, sorted intervals for the membership test
     ends: np.ndarray
+    sites: dict = field(default_factory=dict)  # (code, line) -> _Site: each tl.load/tl.store's last run
 
 
 _launch_stack: list[_Launch] = []
@@ -495,7 +501,10 @@ def _tensor_span(name: str, t) -> _Span | None:
     lo = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0)
     hi = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st > 0)
     base = t.data_ptr()
-    return _Span(name, base + lo * itemsize, base + (hi + 1) * itemsize, base, itemsize, t.numel(), str(t.dtype))
+    return _Span(
+        name, base + lo * itemsize, base + (hi + 1) * itemsize, base, itemsize, t.numel(), str(t.dtype),
+        tuple(int(d) for d in t.shape), tuple(int(st) for st in t.stride()),
+    )  # fmt: skip
 
 
 def _collect_spans(name: str, value, out: list[_Span]) -> None:
@@ -539,32 +548,340 @@ def _bounds_for_launch(fn_obj, args, kwargs):
         _launch_stack.pop()
 
 
-def _offsets_advice(offsets: np.ndarray, span: _Span) -> str:
-    """What the offending offsets say: before the start, just past the end, or far off."""
-    if bool((offsets < 0).all()):
-        return (
-            f"Every offending offset is negative, before the start of `{span.name}`: is something subtracted "
-            "from the offsets, or a pointer moved back?"
-        )
-    last = span.numel - 1
-    if bool((offsets > last).all()):
-        past = int(offsets.min()) - last
-        if past <= 2:
+# What the offending offsets say. Their pattern, set against the tensor's extent and strides and the
+# block's own steps, points at the likely bug: a run just past the end (a tail), offsets before the
+# start, a stride pattern, or a whole block far past the end. A pure function, so that tests can feed
+# it made-up offsets.
+
+ONE_PAST, TAIL, BEFORE, STRIDE, FAR, BOTH_SIDES = (
+    "one past the end", "tail", "before the start", "stride", "far past the end", "both sides",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LoopEvidence:
+    """The same tl.load/tl.store ran before in this program with the same mask, its pointers moved on."""
+
+    runs: int  # earlier runs with that mask
+    step: int  # elements the pointers moved on from one run to the next
+
+
+@dataclass(frozen=True)
+class OffsetsPattern:
+    """What a set of out-of-bounds offsets shows (``kind``, ``seen``) and its likely causes, in order."""
+
+    kind: str
+    seen: str
+    causes: tuple[str, ...]
+
+    def text(self) -> str:
+        if len(self.causes) == 1:
+            return f"Seen: {self.seen}. Likely cause: {self.causes[0]}."
+        listed = "; ".join(f"({i}) {cause}" for i, cause in enumerate(self.causes, 1))
+        return f"Seen: {self.seen}. Likely causes, most likely first: {listed}."
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """(first, length) of each run of consecutive integers in sorted unique ``values``."""
+    breaks = np.flatnonzero(np.diff(values) != 1) + 1
+    return [(int(run[0]), int(run.size)) for run in np.split(values, breaks)]
+
+
+def _axis_steps(offsets: np.ndarray, active: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """(axis, step in elements, positions the mask kept along it, length) for each axis of the block
+    longer than one. The step is the commonest one between neighbouring active lanes (a row index
+    taken modulo M wraps round once in a while)."""
+    found = []
+    for axis, length in enumerate(offsets.shape):
+        if length < 2:
+            continue
+        head = tuple(slice(1, None) if i == axis else slice(None) for i in range(offsets.ndim))
+        tail = tuple(slice(None, -1) if i == axis else slice(None) for i in range(offsets.ndim))
+        diffs = offsets[head] - offsets[tail]
+        both = active[head] & active[tail]
+        values, counts = np.unique(diffs[both] if both.any() else diffs, return_counts=True)
+        others = tuple(i for i in range(offsets.ndim) if i != axis)
+        kept = int(np.any(active, axis=others).sum()) if others else int(active.sum())
+        found.append((axis, int(values[counts.argmax()]), kept, length))
+    return found
+
+
+def _stride_finding(offsets: np.ndarray, active: np.ndarray, shape, strides, name: str) -> tuple[str, bool] | None:
+    """(what the block's steps show, whether two dimensions look swapped), when a step is no stride
+    of the tensor or pairs one dimension's stride with another dimension's bound; else None."""
+    dims = [(j, n, abs(st)) for j, (n, st) in enumerate(zip(shape, strides)) if n > 1]
+    if not dims:
+        return None
+    known = {abs(st) for st in strides}
+    for axis, step, kept, length in _axis_steps(offsets, active):
+        if step == 0:
+            continue
+        if abs(step) not in known:
             return (
-                f"The offsets run {past} element{'s' * (past != 1)} past the last one ({last}): a mask that keeps "
-                "one offset too many (< versus <=), or a pointer shifted by one under a correct mask "
-                "(out_ptr + offsets + 1)?"
-            )
+                f"a stride pattern: the pointers step {step} elements along axis {axis} of the block, and no "
+                f"dimension of `{name}` (shape {tuple(shape)}) has that stride: its strides are {tuple(strides)}"
+            ), False
+        if offsets.ndim < 2 or kept == length:
+            continue
+        for j, n, st in dims:
+            if st == abs(step) and kept > n and any(kept == m for i, m, _ in dims if i != j):
+                other = next(i for i, m, _ in dims if i != j and m == kept)
+                return (
+                    f"a stride pattern: along axis {axis} of the block the pointers step {step} elements, the stride "
+                    f"of dimension {j} of `{name}` (shape {tuple(shape)}, strides {tuple(strides)}), but the mask "
+                    f"lets {kept} positions through there, the size of dimension {other}"
+                ), True
+    return None
+
+
+def _periodic(gone: np.ndarray, strides) -> str | None:
+    """Runs of equal length repeating at a period that is no stride of the tensor, else None."""
+    runs = _runs(gone)
+    if len(runs) < 3:
+        return None
+    periods = {b[0] - a[0] for a, b in zip(runs, runs[1:])}
+    lengths = {length for _, length in runs}
+    if len(periods) != 1 or len(lengths) != 1:
+        return None
+    period = periods.pop()
+    if period in {abs(st) for st in strides}:
+        return None  # rows past the last row: a tail in a second dimension
+    return f"a stride pattern: runs of {lengths.pop()} every {period} elements, and {period} is no stride of the tensor"
+
+
+_INT32_WRAP = "an int32 product that wrapped round (rows * stride past 2**31): cast the index to tl.int64"
+_SWAPPED = "strides swapped: each index times the other dimension's stride (rows * stride_xn + cols * stride_xm)"
+_ROW_LENGTH = (
+    "a row length used as a stride (n_cols where x.stride(0) belongs: a view of wider rows has a larger one), "
+    "or another tensor's stride"
+)
+
+
+def _loop_cause(loop: LoopEvidence | None) -> str:
+    if loop is None:
         return (
-            f"The offsets reach past the last element ({last}) by {past} or more: is the last block masked, "
-            "and is the grid no larger than it needs to be?"
+            "in a loop, a mask that leaves out the loop's offset (ks < K where k0 + ks < K belongs): "
+            "the pointers move on each step and the mask does not"
         )
-    return "Some offsets fall before the start and some past the end: check how the offsets are built."
+    return (
+        f"a loop's mask that leaves out the loop's offset: this access ran {_plural(loop.runs, 'time')} before "
+        f"in this program with the same mask while its pointers moved on {loop.step} elements a step; the "
+        "mask must move with them (k0 + ks < K, or ks < K - k0)"
+    )
+
+
+def offsets_pattern(
+    offsets,
+    shape,
+    strides,
+    active=None,
+    bad=None,
+    *,
+    name: str = "the tensor",
+    masked: bool = True,
+    loop: LoopEvidence | None = None,
+    program: tuple | None = None,
+    grid: tuple | None = None,
+    in_loop: bool | None = None,
+) -> OffsetsPattern:
+    """Classify the lanes of one access that left a tensor.
+
+    ``offsets``: every lane's offset in elements from the tensor's first element (data_ptr), in the
+    block's shape; ``active``: the lanes the mask let through; ``bad``: the active lanes outside
+    (default: outside this tensor's extent, from ``shape`` and ``strides`` in elements); ``masked``:
+    whether the access had a mask; ``loop``: evidence that it runs in a loop whose mask stays put;
+    ``in_loop``: whether its source line sits in a loop (None: not known)."""
+    loops = in_loop is not False or loop is not None
+    offsets = np.asarray(offsets, dtype=np.int64)
+    active = np.broadcast_to(np.ones((), bool) if active is None else np.asarray(active, bool), offsets.shape)
+    first = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
+    last = sum((n - 1) * st for n, st in zip(shape, strides) if st > 0)
+    if bad is None:
+        bad = active & ((offsets < first) | (offsets > last))
+    gone = np.unique(offsets[np.broadcast_to(np.asarray(bad, bool), offsets.shape)])
+    if gone.size == 0:
+        raise ValueError("no offset outside the tensor")
+    count = _plural(int(gone.size), "offset")
+    below = gone < first
+
+    if below.all():
+        seen = f"{count} before the start of `{name}`, the lowest {int(gone[0])}"
+        causes = [
+            "a subtraction in the offsets: offsets - 1, or (pid - 1) * BLOCK_SIZE, which is negative for program 0",
+            "a pointer moved back under a right mask (x_ptr - 1 + offsets, or a pointer stepped back in a loop)",
+        ]
+        if gone[0] < -(2**30):
+            causes.insert(0, _INT32_WRAP)
+        return OffsetsPattern(BEFORE, seen, tuple(causes))
+    if below.any():
+        seen = f"{count} on both sides of `{name}`, from {int(gone[0])} to {int(gone[-1])}"
+        causes = ("another tensor's or dimension's strides or sizes in the offsets (strides swapped?)", _INT32_WRAP)
+        return OffsetsPattern(BOTH_SIDES, seen, causes)
+
+    finding = _stride_finding(offsets, active, shape, strides, name)
+    periodic = None if finding else _periodic(gone, strides)
+    if finding or periodic:
+        swapped = bool(finding and finding[1])
+        causes = [_SWAPPED, _ROW_LENGTH] if swapped else [_ROW_LENGTH, _SWAPPED]
+        causes.append("the wrong stride for a dimension in the launcher (x.stride(1) passed for stride_xm)")
+        seen = finding[0] if finding else f"{count} past the end of `{name}`, {periodic}"
+        return OffsetsPattern(STRIDE, seen, tuple(causes))
+
+    lanes = int(np.asarray(bad).sum())
+    if lanes == int(active.sum()) or int(gone[0]) - last > offsets.size:
+        seen = (
+            f"every lane it let through lies past the end of `{name}`: {count} from {int(gone[0])}, where its last "
+            f"element is {last}"
+        )
+        where = f"program {program} of a grid of {grid}" if program is not None and grid is not None else "a program"
+        causes = [
+            f"a grid with more programs than the data needs: {where} starts past the end (a grid sized by another "
+            "dimension, by elements instead of blocks, or triton.cdiv(n, BLOCK) + 1)",
+            "a program's start built with the wrong multiplier or stride (pid * BLOCK_SIZE for blocks of another "
+            "size, pid * another tensor's stride)",
+        ]
+        if loop:
+            causes.insert(0, _loop_cause(loop))
+        elif loops:
+            causes.append("a loop that runs past the data (its offset left out of a mask, or a bound past K)")
+        return OffsetsPattern(FAR, seen, tuple(causes))
+
+    runs = _runs(gone)
+    if gone.size == 1 and int(gone[0]) == last + 1:
+        seen = f"one offset just past the end of `{name}`: {int(gone[0])}, where its last element is {last}"
+        causes = [
+            "a mask that keeps one offset too many: <= where < belongs (offsets <= n_elements)",
+            "a pointer shifted by one under a right mask (x_ptr + offsets + 1)",
+            "a bound one too large from the launcher (n_elements + 1)",
+        ]
+        if loop:
+            causes.insert(0, _loop_cause(loop))
+        return OffsetsPattern(ONE_PAST, seen, tuple(causes))
+    if len(runs) == 1:
+        seen = f"a run of {count} just past the end of `{name}`, {int(gone[0])} to {int(gone[-1])}"
+    else:
+        seen = f"{count} past the end of `{name}` in {len(runs)} runs: rows past its last row"
+    seen += f", where its last element is {last}"
+    if not masked:
+        causes = ["no mask: the last block sticks out past the end, and every lane of it goes to memory"]
+    else:
+        causes = [
+            "a mask that tests other offsets than the pointers use (tl.arange(0, BLOCK) < n where offsets < n "
+            "belongs), or another dimension's bound",
+        ]
+        if loops:
+            causes.insert(1 - bool(loop), _loop_cause(loop))
+        if offsets.ndim >= 2:
+            causes.append("a 2-D block masked in one dimension only, where it sticks out in both (rows < M, cols < N)")
+    return OffsetsPattern(TAIL, seen, tuple(causes))
 
 
 def _format_offsets(values: np.ndarray, limit: int = 8) -> str:
     shown = ", ".join(str(int(v)) for v in values[:limit])
     return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
+
+
+# --------------------------------------------------------------------------------------------------
+# where in the kernel: the line of the offending tl.load/tl.store and its mask
+
+
+@dataclass
+class _Site:
+    program: tuple
+    first: int  # address of the block's first lane
+    mask: np.ndarray | None
+    runs: int = 0
+    step: int = 0
+
+
+_OWN_FILES: tuple[str, ...] = ()
+
+
+def _kernel_frame():
+    """The innermost frame of the kernel's own code (or a @triton.jit function it called): the line that
+    made this load or store. None outside a kernel."""
+    global _OWN_FILES
+    if not _OWN_FILES:
+        import triton
+
+        _OWN_FILES = (str(Path(triton.__file__).parent), __file__)
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_FILES):
+        frame = frame.f_back
+    return frame
+
+
+def _note_site(launch: _Launch, site, program: tuple, first: int, mask, itemsize: int) -> LoopEvidence | None:
+    """Remember this access at its line; evidence of a loop whose mask stays while the pointers move."""
+    if site is None:
+        return None
+    before = launch.sites.get(site)
+    runs = step = 0
+    if before is not None and before.program == program and mask is not None and before.mask is not None:
+        moved = (first - before.first) // itemsize
+        if moved and before.mask.shape == mask.shape and np.array_equal(before.mask, mask):
+            runs, step = before.runs + 1, moved
+    launch.sites[site] = _Site(program, first, mask, runs, step)
+    return LoopEvidence(runs, step) if runs else None
+
+
+_MASK_ARGUMENT = {"load": 1, "store": 2, "atomic_add": 2, "atomic_and": 2, "atomic_max": 2, "atomic_min": 2,
+                  "atomic_or": 2, "atomic_xchg": 2, "atomic_xor": 2, "atomic_cas": None}  # fmt: skip
+
+
+def _short(text: str, limit: int = 110) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _source_of(frame) -> tuple[str, str, str | None, bool | None] | None:
+    """(file and line, the call's source, what its mask is, whether it sits in a loop) for the
+    tl.load/tl.store that ``frame`` is running; None where the source cannot be read."""
+    filename, lineno = frame.f_code.co_filename, frame.f_lineno
+    lines = linecache.getlines(filename)
+    if not lines or not 0 < lineno <= len(lines):
+        return None
+    place = f"{Path(filename).name} line {lineno}"
+    source = "".join(lines)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return place, _short(lines[lineno - 1].split("#")[0]), None, None
+    calls = [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MASK_ARGUMENT
+        and node.lineno <= lineno <= (node.end_lineno or node.lineno)
+    ]  # fmt: skip
+    if not calls:
+        return place, _short(lines[lineno - 1].split("#")[0]), None, None
+    call = min(calls, key=lambda node: (node.end_lineno or node.lineno) - node.lineno)
+    position = _MASK_ARGUMENT[call.func.attr]
+    mask = next((k.value for k in call.keywords if k.arg == "mask"), None)
+    if mask is None and position is not None and len(call.args) > position:
+        mask = call.args[position]
+    functions = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and f.lineno <= call.lineno <= (f.end_lineno or f.lineno)]  # fmt: skip
+    scope = min(functions, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if functions else tree
+    in_loop = any(
+        isinstance(node, (ast.For, ast.While)) and node.lineno <= call.lineno <= (node.end_lineno or node.lineno)
+        for node in ast.walk(scope)
+    )
+    described = None
+    if isinstance(mask, ast.Name):  # the mask's last assignment above the call, in the same function
+        described = f"`{mask.id}`"
+        assigned = [
+            node for node in ast.walk(scope)
+            if isinstance(node, ast.Assign) and node.lineno < call.lineno
+            and any(isinstance(t, ast.Name) and t.id == mask.id for t in node.targets)
+        ]  # fmt: skip
+        if assigned:
+            value = max(assigned, key=lambda node: node.lineno).value
+            described += f" = `{_short(ast.get_source_segment(source, value) or '')}`"
+    return place, _short(ast.get_source_segment(source, call) or lines[lineno - 1]), described, in_loop
 
 
 # Called with (kind, kernel name, addresses, active mask, itemsize) for every load and store the
@@ -584,6 +901,11 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
     itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
     for listener in access_listeners:
         listener(kind, launch.kernel, addresses, active_mask, itemsize)
+    pid = tuple(int(v) for v in getattr(builder, "grid_idx", (0, 0, 0)))
+    frame = _kernel_frame()
+    site = (frame.f_code, frame.f_lineno) if frame is not None else None
+    first = int(addresses.reshape(-1)[0]) if addresses.size else 0
+    loop = _note_site(launch, site, pid, first, None if mask is None else active_mask, itemsize)
     active = addresses[active_mask]
     if active.size == 0:
         return
@@ -597,32 +919,45 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
     if inside.all():
         return
     bad = active[~inside]
-    pid = tuple(int(v) for v in getattr(builder, "grid_idx", (0, 0, 0)))
+    unmasked = getattr(_unmasked, "flag", False)
     lines = [
         f"kernel `{launch.kernel}`, program id {pid}: a {kind} outside the memory of every tensor passed "
         f"to the kernel ({bad.size} of {active.size} active lanes). The course stopped it before it "
         "touched memory."
     ]
-    where = "Check how the offsets are built and what the mask keeps out (and the grid size)."
+    advice = "Check how the offsets are built and what the mask keeps out (and the grid size)."
+    source = _source_of(frame) if frame is not None else None
     if launch.spans:
-        first = int(bad[0])
-        nearest = min(launch.spans, key=lambda s: min(abs(first - s.lo), abs(first - (s.hi - 1))))
+        first_bad = int(bad[0])
+        nearest = min(launch.spans, key=lambda s: min(abs(first_bad - s.lo), abs(first_bad - (s.hi - 1))))
         offsets = (bad.astype(np.int64) - np.int64(nearest.base)) // np.int64(nearest.itemsize)
         lines.append(
-            f"Nearest tensor: `{nearest.name}` ({nearest.numel} element{'s' * (nearest.numel != 1)} of "
-            f"{nearest.dtype}); the offending "
-            f"offsets, in elements from its start: {_format_offsets(np.unique(offsets))}."
+            f"Nearest tensor: `{nearest.name}` ({_plural(nearest.numel, 'element')} of {nearest.dtype}, shape "
+            f"{nearest.shape}); the offending offsets, in elements from its start: "
+            f"{_format_offsets(np.unique(offsets))}."
         )
-        where = _offsets_advice(offsets, nearest)
-    if getattr(_unmasked, "flag", False):
+        bad_lanes = np.zeros(addresses.shape, dtype=bool)
+        bad_lanes[active_mask] = ~inside
+        every = (addresses.astype(np.int64) - np.int64(nearest.base)) // np.int64(nearest.itemsize)
+        grid = getattr(builder, "grid_dim", None)
+        pattern = offsets_pattern(
+            every, nearest.shape, nearest.strides, active_mask, bad_lanes, name=nearest.name, masked=not unmasked,
+            loop=loop, program=pid, grid=tuple(int(d) for d in grid) if grid is not None else None,
+            in_loop=source[3] if source else None,
+        )  # fmt: skip
+        lines.append(pattern.text())
+        advice = ""
+    where = f" ({source[0]}, `{source[1]}`)" if source else ""
+    if unmasked:
         lines.append(
-            f"The tl.{kind} had no mask: add one that keeps its offsets inside the tensor, e.g. "
+            f"The tl.{kind} had no mask{where}: add one that keeps its offsets inside the tensor, e.g. "
             "mask=offsets < n_elements, or mask=cols < n_cols for a vector of columns."
         )
     else:
+        used = f", with mask {source[2]}" if source and source[2] else ""
         lines.append(
-            f"The mask let {int(active_mask.sum())} of {active_mask.size} lanes through, "
-            f"{bad.size} of them outside every tensor. {where}"
+            f"The mask let {int(active_mask.sum())} of {active_mask.size} lanes through, {bad.size} of them "
+            f"outside every tensor{where}{used}. {advice}".rstrip()
         )
     raise OutOfBoundsAccess("\n".join(lines))
 
