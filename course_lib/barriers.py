@@ -512,11 +512,75 @@ class _Run:
                 lines.append(f"the {role.name} has returned")
             else:
                 lines.append(f"{self._where(role)}, waits: {role.pending}: {self._blocked(role)}")
+        held = self._held_slot()
+        if held is not None:
+            return self._hold_and_wait(*held, lines)
         hint = (
             "check the phases: the consumer waits on ready[s] with phase round % 2, the producer on empty[s] "
             "with (round % 2) ^ 1 (round 0 must pass at once), and each ExpectTx announces STAGE_BYTES"
         )
         return Violation("deadlock", "deadlock: both roles wait and nothing in flight can wake them", [*lines, hint])
+
+    def _held_slot(self) -> tuple[int, int] | None:
+        """(slot, step) where the deadlock is no phase bug: the producer waits to load step k into slot s, and
+        one release of empty[s] would let it through; the consumer has multiplied the slot's previous tile and
+        not released it, and waits for step k's tile, which one completion of ready[s] would let through."""
+        producer, consumer = self.roles["producer"], self.roles["consumer"]
+        wait_p, wait_c = producer.pending, consumer.pending
+        if producer.finished or consumer.finished or not isinstance(wait_p, Wait) or not isinstance(wait_c, Wait):
+            return None
+        k, s = producer.issued, producer.issued % self.NB
+        if k >= self.K or consumer.issued != k or wait_p.bar != Bar("empty", s) or wait_c.bar != Bar("ready", s):
+            return None
+        if self.unreleased[s] is None:
+            return None
+        one_more = [(self.bars[w.bar].completed + 1) % 2 != w.phase for w in (wait_p, wait_c)]
+        return (s, k) if all(one_more) else None
+
+    def _hold_and_wait(self, s: int, k: int, lines: list[str]) -> Violation:
+        consumer = self.roles["consumer"]
+        held = self.unreleased[s]
+        story = (
+            f"the consumer holds slot {s}: it multiplied k={held} there and has not released it, and now waits "
+            f"for k={k}'s tile, which the producer can load only into slot {s}, once it is released: each waits "
+            "for the other"
+        )
+        phases = (
+            f"the phases are right: one release of empty[{s}] lets the producer's wait through, and the load of "
+            f"k={k} the consumer's"
+        )
+        kept = consumer.last_mma_wait or 0
+        if f"M{held}" not in consumer.known and kept >= self.NB:
+            mmas, later = ("one MMA", "the next MMA") if kept == 1 else (f"{kept} MMAs", f"{kept} more MMAs")
+            need = kept + 1
+            return Violation(
+                "deadlock",
+                f"deadlock: keeping {mmas} in flight needs at least {need} buffers, and this case has {self.NB}",
+                [
+                    *lines,
+                    story,
+                    f"MmaWait(pending={kept}) leaves {mmas} running, still reading "
+                    f"{'its slot' if kept == 1 else 'their slots'}, so the consumer releases a slot only after "
+                    f"{later}: the next step's tile needs a slot of its own beside the {kept} held, {need} in all",
+                    phases,
+                    f"your protocol is right with {need} buffers or more; with fewer, keep fewer MMAs in flight: "
+                    f"keep = min({kept}, num_buffers - 1), and with keep = 0 MmaWait(pending=0) then release the "
+                    "slot just read (a Gluon kernel that always keeps one in flight says so: "
+                    f"gl.static_assert(NUM_BUFFERS >= {need}))",
+                ],
+            )
+        return Violation(
+            "deadlock",
+            f"deadlock: the consumer holds slot {s} while it waits for the tile that must go into it",
+            [
+                *lines,
+                story,
+                phases,
+                f"release slot {s} once the MMA that read it has finished, before waiting for a tile that needs it: "
+                "Mma, MmaWait(pending=0), Arrive(empty[s]) (or, keeping one MMA in flight, release the previous "
+                "step's slot after MmaWait(pending=1): that needs 2 buffers)",
+            ],
+        )
 
     # ---- checks when a role yields ----------------------------------------------------------------
 

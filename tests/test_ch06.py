@@ -13,7 +13,7 @@ import re
 import pytest
 import torch
 import triton
-from conftest import WRONG, requires_interpreter
+from conftest import GOOD, WRONG, requires_interpreter
 
 from course_lib import grader, runtime, sources, stubs, tasks
 from course_lib.compare import compare
@@ -65,7 +65,8 @@ WRONG_SUBMISSIONS = {
                            lambda c: True if c.shape == (1, 1, 1) else None),
     "ch06_row_major_order": (GROUPED, ("all 13 cases are right", "programs are numbered row by row: consecutive "
                                        "programs sweep a whole row of B's tiles", "(0, 0), (0, 1), (0, 2)",
-                                       "19 x 5 tiles of 128 x 128", "groups of GROUP_M tile-rows"),
+                                       "10 x 19 tiles of 128 x 128", "groups of GROUP_M tile-rows",
+                                       "programs that run at the same time should share their tile-rows of a"),
                              lambda c: False),
     # 128-row tiles in groups of 8: only the 3 tile-rows of the large cases make a group shorter than 8
     "ch06_full_last_group": (GROUPED, ("were never written",),
@@ -81,6 +82,24 @@ def test_solution_passes(task):
     assert result.cases_passed == result.cases_total >= 12
     if task == GROUPED and runtime.is_cpu():
         assert any("grouped order: groups of 8 tile-rows" in line for line in result.details), full_text(result)
+
+
+# Other right orders (tests/good): what the rule protects is that tiles running together share strips
+# of a and b, not one formula. Each failed the judge that matched the solution's order only.
+GOOD_SUBMISSIONS = {
+    "ch06_column_groups": "grouped order: groups of 8 tile-columns",
+    "ch06_persistent_groups": "16 persistent programs running side by side",
+    "ch06_groups_of_4": "grouped order: groups of 4 tile-rows",
+}
+
+
+@requires_interpreter  # the order is seen in the interpreter
+@pytest.mark.parametrize("folder", sorted(GOOD_SUBMISSIONS))
+def test_other_right_orders_pass(folder):
+    result = grader.grade_task(GROUPED, GOOD / folder, seed=SEED)
+    text = full_text(result)
+    assert result.status == PASS, text
+    assert GOOD_SUBMISSIONS[folder] in text, text
 
 
 @pytest.mark.parametrize("task", [TILED, GROUPED])
@@ -247,12 +266,48 @@ def test_judge_rejects_column_by_column():
     assert not ok and "column by column" in summary
 
 
-def test_judge_rejects_another_order():
-    order = ch06.grouped_order(19, 5, 8)
-    order[3], order[4] = order[4], order[3]
+@pytest.mark.parametrize(("n_rows", "n_cols", "group_n"), [(10, 19, 8), (10, 10, 8), (19, 5, 2)])
+def test_judge_accepts_groups_of_tile_columns(n_rows, n_cols, group_n):
+    facts = _facts(ch06.column_grouped_order(n_rows, n_cols, group_n))
+    [(ok, summary, details)] = ch06.judge_order(facts)
+    assert ok and summary == f"programs run in groups of {group_n} tile-columns", (summary, details)
+    assert "a wave of 132 programs reads about" in details[1]
+
+
+def test_judge_accepts_persistent_programs_by_the_order_they_run():
+    """16 programs, each storing the tiles 16 apart: program 0 stores tiles 0, 16, 32, ..., before
+    program 1 runs in the interpreter, but on a GPU the programs run side by side."""
+    grouped = ch06.grouped_order(10, 19, 8)
+    stores = [(t, p) for p in range(16) for t in range(p, len(grouped), 16)]
+    facts = _facts([grouped[t] for t, _ in stores], grid=[16, 1, 1])
+    facts["programs"] = [p for _, p in stores]
+    [(ok, summary, details)] = ch06.judge_order(facts)
+    assert ok and summary == "programs run in groups of 8 tile-rows", (summary, details)
+    assert "16 persistent programs running side by side" in details[0]
+    facts["programs"] = [0] * len(stores)  # one program storing them all in this order: not grouped
+    [(ok, _, _)] = ch06.judge_order(facts)
+    assert not ok
+
+
+def test_judge_accepts_an_order_that_keeps_the_strips_shared():
+    order = ch06.grouped_order(10, 19, 4)  # the probe's tiles of 128 x 128
+    order[3], order[4] = order[4], order[3]  # no formula of ours, but the tiles running together still share
     [(ok, summary, details)] = ch06.judge_order(_facts(order))
-    assert not ok and "neither row by row nor in groups" in summary
-    assert any("the first difference is program 3" in line for line in details), details
+    assert ok and summary == "programs that run together share strips of a and b", (summary, details)
+
+
+def test_judge_rejects_an_order_that_scatters_the_tiles():
+    order = ch06.grouped_order(10, 19, 4)
+    shuffled = [order[i] for i in torch.randperm(len(order), generator=torch.Generator().manual_seed(0))]
+    [(ok, summary, details)] = ch06.judge_order(_facts(shuffled))
+    assert not ok and summary == "the tiles that run together do not share their rows of a and columns of b"
+    assert any("(at most 86% needed)" in line for line in details), details
+
+
+def test_judge_rejects_column_groups_as_wide_as_the_output():
+    """Groups of tile-columns as wide as the output are the row-by-row order."""
+    [(ok, summary, _)] = ch06.judge_order(_facts(ch06.column_grouped_order(19, 5, 8)))
+    assert not ok and summary.startswith("programs are numbered row by row")
 
 
 def test_judge_rejects_a_two_dimensional_grid():
@@ -294,7 +349,7 @@ def test_probe_sees_the_autotuned_launches_and_judges_the_last():
     assert facts["launches"] == 4  # each of the 3 configs once, then the one the autotuner kept
     first = module.grouped_matmul_kernel.configs[0].kwargs  # the config CPU mode keeps
     M, N, _ = ch06.PROBE_SHAPE
-    assert facts["grid"] == [triton.cdiv(M, first["BLOCK_M"]) * triton.cdiv(N, first["BLOCK_N"]), 1, 1]  # 19 x 3
+    assert facts["grid"] == [triton.cdiv(M, first["BLOCK_M"]) * triton.cdiv(N, first["BLOCK_N"]), 1, 1]  # 10 x 10
     [(ok, _, details)] = ch06.judge_order(facts)
     assert ok, details
 
@@ -308,6 +363,6 @@ def test_probe_sees_row_by_row_in_tiled_matmul(monkeypatch, program_numbers):
         monkeypatch.setattr(ch06, "_program", lambda: (None, None))
     module, entry = _entry(TILED)
     facts = ch06.probe_order(module, entry)
-    assert facts["launches"] == 1 and len(facts["stores"]) == 19 * 3  # 128 x 256 tiles (fp16)
+    assert facts["launches"] == 1 and len(facts["stores"]) == 10 * 10  # 128 x 256 tiles (fp16)
     [(ok, summary, _)] = ch06.judge_order(facts)
     assert not ok and summary.startswith("programs are numbered row by row")

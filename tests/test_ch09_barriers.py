@@ -12,7 +12,7 @@ import functools
 import json
 
 import pytest
-from conftest import ROOT, WRONG
+from conftest import GOOD, ROOT, WRONG
 
 from course_lib import barriers, grader, sources, stubs, tasks
 from course_lib.barriers import STAGE_BYTES, Arrive, Bar, ExpectTx, Load, Mma, MmaWait, Wait
@@ -264,7 +264,12 @@ WRONG_SUBMISSIONS = {
                                      "the last MmaWait(pending=1) left up to 1 MMA running"),
     "ch09_producer_no_empty_wait": ("overwrite of a buffer still in use", "the producer never waited on empty[0]",
                                     "Load of k=3 into slot 0 (round 1)"),
+    # ws_matmul's protocol: right with 2 buffers or more; with 1, a deadlock that is no phase bug
+    "ch09_in_flight_one_buffer": ("deadlock: keeping one MMA in flight needs at least 2 buffers, and this case has 1",
+                                  "the consumer holds slot 0: it multiplied k=0 there and has not released it",
+                                  "the phases are right", "gl.static_assert(NUM_BUFFERS >= 2)"),
 }  # fmt: skip
+ONE_BUFFER_ONLY = {"ch09_in_flight_one_buffer"}  # its cases with 2 buffers or more pass
 
 
 @pytest.mark.parametrize("folder", sorted(WRONG_SUBMISSIONS))
@@ -276,7 +281,13 @@ def test_wrong_submission_is_rejected(folder):
     for piece in WRONG_SUBMISSIONS[folder]:
         assert any(p in text for p in piece.split("|")), (piece, text)
     assert "reproduce: python -m course_lib check ring_pipeline --source" in text
-    short = [c for c in tasks.get(TASK).all_cases("cpu") if c.options["k_steps"] <= c.options["num_buffers"]]
+    cases = tasks.get(TASK).all_cases("cpu")
+    if folder in ONE_BUFFER_ONLY:
+        assert "check the phases" not in text, text
+        one = [c for c in cases if c.options["num_buffers"] == 1]
+        assert result.cases_total - result.cases_passed == len(one) >= 2, text
+        return
+    short = [c for c in cases if c.options["k_steps"] <= c.options["num_buffers"]]
     assert result.cases_total - len(short) <= result.cases_total - result.cases_passed
 
 
@@ -284,56 +295,47 @@ def test_every_ch09_wrong_submission_is_listed():
     assert {p.parent.name for p in WRONG.glob(f"ch09_*/{TASK}.py")} == set(WRONG_SUBMISSIONS)  # ws_matmul: its own test
 
 
-# Other right protocols pass too: one MMA kept in flight (the previous slot released after
-# MmaWait(pending=1)), and the pre-arrive trick instead of the opposite parity.
-PIPELINED_CONSUMER = """
-def consumer(k_steps, num_buffers, ready, empty):
-    keep = 1 if num_buffers > 1 else 0
-    for k in range(k_steps):
-        s, r = k % num_buffers, k // num_buffers
-        yield Wait(ready[s], phase=r % 2)
-        yield Mma(slot=s)
-        yield MmaWait(pending=keep)
-        if keep == 0:
-            yield Arrive(empty[s])
-        elif k > 0:
-            yield Arrive(empty[(k - 1) % num_buffers])
-    yield MmaWait(pending=0)
-"""
-PRE_ARRIVE = """
-def producer(k_steps, num_buffers, ready, empty):
-    for k in range(k_steps):
-        s, r = k % num_buffers, k // num_buffers
-        yield Wait(empty[s], phase=r % 2)
-        yield ExpectTx(ready[s], STAGE_BYTES)
-        yield Load(k, slot=s, bar=ready[s])
+# Other right protocols (tests/good): one MMA kept in flight (the previous slot released after
+# MmaWait(pending=1), as solutions/ws_matmul.py does, falling back to pending=0 with one buffer), two
+# kept in flight, and the pre-arrive trick instead of the opposite parity.
+GOOD_SUBMISSIONS = ("ch09_keep_one_in_flight", "ch09_keep_two_in_flight", "ch09_pre_arrive")
 
 
-def consumer(k_steps, num_buffers, ready, empty):
-    for s in range(num_buffers):
-        yield Arrive(empty[s])
-    for k in range(k_steps):
-        s, r = k % num_buffers, k // num_buffers
-        yield Wait(ready[s], phase=r % 2)
-        yield Mma(slot=s)
-        yield MmaWait(pending=0)
-        yield Arrive(empty[s])
-"""
-
-
-def _variant(tmp_path, replace_from: str, new_roles: str) -> None:
-    text = SOLUTION.read_text().replace(stubs.BEGIN, "").replace(stubs.END, "")
-    head, given = text.split(replace_from, 1)[0], "def ring_trace(" + text.split("def ring_trace(", 1)[1]
-    (tmp_path / f"{TASK}.py").write_text(head + new_roles.lstrip() + "\n\n" + given)
-
-
-@pytest.mark.parametrize(
-    ("replace_from", "roles"), [("def consumer(", PIPELINED_CONSUMER), ("def producer(", PRE_ARRIVE)]
-)
-def test_other_right_protocols_pass(tmp_path, replace_from, roles):
-    _variant(tmp_path, replace_from, roles)
-    result = grader.grade_task(TASK, tmp_path, seed=SEED)
+@pytest.mark.parametrize("folder", GOOD_SUBMISSIONS)
+def test_other_right_protocols_pass(folder):
+    result = grader.grade_task(TASK, GOOD / folder, seed=SEED)
     assert result.status == PASS, full_text(result)
+
+
+def test_a_consumer_that_never_releases_is_told_so_not_to_check_the_phases():
+    def producer(k_steps, num_buffers, ready, empty):
+        for k in range(k_steps):
+            yield Wait(empty[k % 2], phase=((k // 2) % 2) ^ 1)
+            yield ExpectTx(ready[k % 2], STAGE_BYTES)
+            yield Load(k, slot=k % 2, bar=ready[k % 2])
+
+    def consumer(k_steps, num_buffers, ready, empty):
+        for k in range(k_steps):
+            yield Wait(ready[k % 2], phase=(k // 2) % 2)
+            yield Mma(slot=k % 2)
+            yield MmaWait(pending=0)
+
+    outcome = barriers.simulate(producer, consumer, k_steps=4, num_buffers=2, schedule="late")
+    text = outcome.report()
+    assert outcome.summary == "deadlock: the consumer holds slot 0 while it waits for the tile that must go into it"
+    assert "the phases are right" in text and "check the phases" not in text, text
+
+
+def test_a_phase_bug_deadlock_still_says_check_the_phases():
+    def producer(k_steps, num_buffers, ready, empty):
+        for k in range(k_steps):
+            yield Wait(empty[0], phase=0)  # not the opposite parity: round 0 blocks on the fresh barrier
+            yield ExpectTx(ready[0], STAGE_BYTES)
+            yield Load(k, slot=0, bar=ready[0])
+
+    consumer = solution_roles()[1]
+    outcome = barriers.simulate(producer, consumer, k_steps=2, num_buffers=1, schedule="late")
+    assert outcome.rule == "deadlock" and "check the phases" in outcome.report(), outcome.report()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import functools
 
 import pytest
 import torch
-from conftest import WRONG
+from conftest import GOOD, WRONG
 
 from course_lib import grader
 from course_lib.grader import FAIL, NEEDS_GPU, TODO
@@ -56,10 +56,12 @@ def test_the_stub_is_todo():
         ("ch10_ws_copy_first_user", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # FAILs on the H200 (results/)
         ("ch10_ws_copy_bytes_twice", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),  # HANGs on the H200 (results/)
         ("ch10_ws_copy_no_expect", FAIL, "a TMA copy in the candidate kernel is never expected on its barrier"),
+        # right, another way (tests/good): M tiles walked down and back up; passes the structure in CPU mode
+        ("ch10_ws_tile_serpentine", NEEDS_GPU, "needs a Hopper GPU (sm_90)"),
     ],
 )
 def test_wrong_submissions(folder, status, summary):
-    result = graded(str(WRONG / folder))
+    result = graded(str((GOOD if folder in GOOD_FOLDERS else WRONG) / folder))
     assert result.status == status, full_text(result)
     assert summary in result.summary, full_text(result)
 
@@ -79,11 +81,23 @@ def test_the_padded_inputs_keep_the_values_and_align_the_rows():
     assert expected.shape == (B, M, N) and torch.allclose(expected, naive, atol=1e-10)
 
 
+GOOD_FOLDERS = {"ch10_ws_tile_serpentine"}
+
+
 def test_the_tile_order_check_names_each_mistake():
     def right(t, m, n):
         return t // (m * n), (t % (m * n)) % m, (t % (m * n)) // m
 
+    def serpentine(t, m, n):  # pid_m down, then back up: an E tile's readers still side by side
+        rest = t % (m * n)
+        i, pid_n = rest % m, rest // m
+        return t // (m * n), i + (pid_n % 2) * (m - 1 - 2 * i), pid_n
+
     assert ch10ws.judge_tile_order(ch10ws.tile_order(right)) is None
+    assert ch10ws.judge_tile_order(ch10ws.tile_order(serpentine)) is None
+    n_fastest = ch10ws.judge_tile_order(ch10ws.tile_order(lambda t, m, n: (t // (m * n), (t % (m * n)) // n, t % n)))
+    assert "num_pid_m=40, num_pid_n=8" in n_fastest[1], n_fastest  # where the order changes what is shared
+    assert "312 apart, more than a wave of 132" in n_fastest[2][0] and "the same tile of E" in n_fastest[2][1]
     assert ch10ws.judge_tile_order(None) is None  # a _tile that cannot run as plain Python: judged on a GPU only
     cases = {
         "does not number every": lambda t, m, n: (0, 0, 0),  # every tile the same

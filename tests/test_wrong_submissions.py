@@ -38,7 +38,19 @@ OOB = requires_interpreter  # in-process out-of-bounds checks are the interprete
 IN_PROCESS = [
     row("no_mask", "vector_add", FAIL,
         "out-of-bounds access", "program id (", "offending offsets", "tl.load had no mask", marks=OOB),
-    row("off_by_one", "vector_add", FAIL, "out-of-bounds access", "program id (", "The mask let", marks=OOB),
+    row("off_by_one", "vector_add", FAIL, "out-of-bounds access", "program id (", "The mask let",
+        "one offset just past the end of `x_ptr`", "(1) a mask that keeps one offset too many: <= where < belongs",
+        "vector_add.py line 12", "with mask `mask` = `offsets <= n_elements`", marks=OOB),
+    # each pattern of offending offsets gets its own advice (tests/test_bounds_advice.py)
+    row("k_mask_without_k0", "tiled_matmul", FAIL, "out-of-bounds access", "a run of 31 offsets just past the end of "
+        "`a_ptr`", "(1) a loop's mask that leaves out the loop's offset: this access ran 2 times before",
+        "tiled_matmul.py line 38, `tl.load(a_ptrs, mask=ks[None, :] < K, other=0.0)`", marks=OOB),
+    row("swapped_strides", "tiled_transpose", FAIL, "out-of-bounds access", "Seen: a stride pattern",
+        "(1) strides swapped", marks=OOB),
+    row("reads_before_start", "vector_add", FAIL, "out-of-bounds access", "offsets before the start of `x_ptr`",
+        "(1) a subtraction in the offsets: offsets - 1, or (pid - 1) * BLOCK_SIZE", marks=OOB),
+    row("grid_over_columns", "softmax", FAIL, "out-of-bounds access", "every lane it let through lies past the end",
+        "(1) a grid with more programs than the data needs: program (37, 0, 0) of a grid of (1000, 1, 1)", marks=OOB),
     row("no_store_mask", "vector_copy", FAIL, "out-of-bounds access", "tl.store had no mask", marks=OOB),
     row("grid_too_small", "vector_add", FAIL, "still NaN"),
     row("unwritten_output", "vector_add", FAIL, "were never written"),

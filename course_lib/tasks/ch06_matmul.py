@@ -9,7 +9,7 @@ import torch
 
 from .. import runtime
 from ..compare import close_enough
-from . import DEFAULT_TOLERANCE, Case, TaskSpec, Tolerance, output_like, random_tensor, register
+from . import DEFAULT_TOLERANCE, Case, SpeedTiers, TaskSpec, Tier, Tolerance, output_like, random_tensor, register
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
@@ -163,6 +163,10 @@ def _spec(**fields) -> TaskSpec:
 register(
     _spec(
         name="tiled_matmul",
+        speed=SpeedTiers(
+            fast=Tier("eager", 0.5),  # eager is cuBLAS: half its speed is a well-tiled kernel
+            case=Case((4096, 4096, 4096), torch.bfloat16, "timed"),
+        ),
         title="out = a @ b by output tiles: tl.dot into a float32 accumulator (cases: (M, N, K))",
         entry="tiled_matmul",
         hints=[
@@ -194,9 +198,19 @@ register(
 # --------------------------------------------------------------------------------------------------
 # grouped ordering: the structural check
 
-# The output the ordering check launches on: 19 x 5 tiles of 128 x 128 (groups of 8: 8 + 8 + 3
-# tile-rows), 38 x 10 tiles of 64 x 64. K is one short step: the order is the point, not the sum.
-PROBE_SHAPE = (2432, 640, 16)  # (M, N, K)
+# The output the ordering check launches on: 10 x 19 tiles of 128 x 128, 10 x 10 of 128 x 256 (the usual
+# tile): enough tile-rows and tile-columns that groups of 8 of either are groups (8 + 2), not the whole
+# output. Wider than tall, as the tiles are; every program costs the interpreter some 10 ms. K is one short
+# step: the order is the point, not the sum.
+PROBE_SHAPE = (1280, 2432, 16)  # (M, N, K)
+# Where the property matters: a wave of programs on the benchmark's output. An H200 has 132 SMs; a
+# persistent kernel's wave is its grid.
+WAVE_SHAPE, WAVE_PROGRAMS = (8192, 8192), 132
+# An order that is neither groups of tile-rows nor of tile-columns passes where a wave of max(tile-rows,
+# tile-columns) consecutive tiles reads at most this fraction of the strips (BLOCK_M rows of a, BLOCK_N
+# columns of b) that the better of row by row and column by column reads. On the probe, with tiles of 64 x 64
+# to 128 x 256: groups of 4 with two tiles swapped read 66-83% of it, a shuffled order 140-183%.
+MOST_STRIPS = 0.86
 
 
 def _program() -> tuple[int | None, list[int] | None]:
@@ -208,7 +222,8 @@ def _program() -> tuple[int | None, list[int] | None]:
 
 class _StoreOrder:
     """An access listener (course_lib.hooks.access_listeners): for every store into ``out``, the row
-    and column of its first element, grouped by launch (an autotuner launches once per config)."""
+    and column of its first element and the program that stored it, grouped by launch (an autotuner
+    launches once per config)."""
 
     def __init__(self, out: torch.Tensor):
         self.base = out.data_ptr()
@@ -235,8 +250,9 @@ class _StoreOrder:
         else:
             new_launch = self.last_pid is None or pid < self.last_pid
         if new_launch:
-            self.launches.append({"kernel": str(kernel), "grid": grid, "stores": []})
+            self.launches.append({"kernel": str(kernel), "grid": grid, "stores": [], "programs": []})
         self.launches[-1]["stores"].append(corner)
+        self.launches[-1]["programs"].append(-1 if pid is None else int(pid))
         self.last_pid = pid
 
 
@@ -259,7 +275,7 @@ def probe_order(module, entry) -> dict:
         entry(a=a, b=b, out=out)
     finally:
         hooks.access_listeners.remove(listener)
-    last = listener.launches[-1] if listener.launches else {"kernel": "", "grid": None, "stores": []}
+    last = listener.launches[-1] if listener.launches else {"kernel": "", "grid": None, "stores": [], "programs": []}
     right = close_enough(out.double(), a.double() @ b.double(), MATMUL_TOLERANCE[F16])  # judged on this run
     return {"mode": runtime.CPU, "shape": [M, N], "launches": len(listener.launches), **last, "right": bool(right)}
 
@@ -275,6 +291,11 @@ def grouped_order(n_row_tiles: int, n_col_tiles: int, group_m: int) -> list[tupl
     return order
 
 
+def column_grouped_order(n_row_tiles: int, n_col_tiles: int, group_n: int) -> list[tuple[int, int]]:
+    """The same in groups of ``group_n`` tile-columns, the tile-column changing fastest within a group."""
+    return [(r, c) for c, r in grouped_order(n_col_tiles, n_row_tiles, group_n)]
+
+
 def _tiles(stores: list) -> tuple[list[tuple[int, int]], list[int], list[int]]:
     """Each store's (tile-row, tile-column), from the rank of its first row and column among all."""
     row_starts = sorted({int(r) for r, _ in stores})
@@ -284,19 +305,72 @@ def _tiles(stores: list) -> tuple[list[tuple[int, int]], list[int], list[int]]:
     return [(row_rank[int(r)], col_rank[int(c)]) for r, c in stores], row_starts, col_starts
 
 
+def _run_order(tiles: list, programs: list) -> tuple[list, int]:
+    """The tiles in the order a GPU runs them, and how many programs the launch had. One tile per program:
+    program order. A persistent kernel (programs that loop over tiles) runs its programs side by side:
+    every program's first tile, then every program's second, ..."""
+    if len(programs) != len(tiles) or any(p < 0 for p in programs):
+        return list(tiles), len(tiles)
+    done: dict[int, int] = {}
+    slots = []
+    for tile, pid in zip(tiles, programs):
+        slots.append(((done.get(pid, 0), pid), tile))
+        done[pid] = done.get(pid, 0) + 1
+    return [tile for _, tile in sorted(slots)], len(done)
+
+
+def _strips(order: list, wave: int, block: tuple[int, int]) -> float:
+    """The property: rows of a and columns of b that the programs of one wave read (per row of K), on
+    average over every run of ``wave`` consecutive tiles of ``order``. Tiles that run together and share
+    their strips of a and b read them from L2 once."""
+    wave = max(1, min(wave, len(order)))
+    total = 0
+    for start in range(len(order) - wave + 1):
+        window = order[start : start + wave]
+        total += len({r for r, _ in window}) * block[0] + len({c for _, c in window}) * block[1]
+    return total / (len(order) - wave + 1)
+
+
+def _wave_text(make, block: tuple[int, int], wave: int) -> tuple[int, int]:
+    """Average tile-rows and tile-columns a wave reads, for an order ``make(n_rows, n_cols)`` on WAVE_SHAPE."""
+    n_rows, n_cols = (-(-size // b) for size, b in zip(WAVE_SHAPE, block))
+    order = make(n_rows, n_cols)
+    starts = range(0, len(order) - wave + 1, wave)
+    rows = sum(len({r for r, _ in order[s : s + wave]}) for s in starts) / len(starts)
+    cols = sum(len({c for _, c in order[s : s + wave]}) for s in starts) / len(starts)
+    return round(rows), round(cols)
+
+
 def _shown(order: list[tuple[int, int]], n: int = 12) -> str:
     return ", ".join(f"({r}, {c})" for r, c in order[:n]) + (", ..." if len(order) > n else "")
 
 
+PROPERTY = (
+    "What the order protects: programs that run at the same time should share their tile-rows of a and "
+    "their tile-columns of b, so that L2 serves the strips they share and each is read from memory about "
+    "once per wave."
+)
 _GROUPED = (
     "Number them in groups of GROUP_M tile-rows: program pid belongs to group pid // (GROUP_M * "
     "n_col_tiles), and within a group the tile-row changes fastest: (0, 0), (1, 0), ..., "
-    "(GROUP_M - 1, 0), (0, 1), (1, 1), ...; the last group holds the tile-rows that are left."
+    "(GROUP_M - 1, 0), (0, 1), (1, 1), ...; the last group holds the tile-rows that are left. (Groups of "
+    "tile-columns serve as well.)"
 )
 
 
+def _family(order: list, n_rows: int, n_cols: int):
+    """(what, make) where the run order is groups of tile-rows or of tile-columns that are real groups."""
+    for group in range(2, n_rows):
+        if order == grouped_order(n_rows, n_cols, group):
+            return f"groups of {group} tile-rows", lambda r, c, g=group: grouped_order(r, c, g)
+    for group in range(2, n_cols):
+        if order == column_grouped_order(n_rows, n_cols, group):
+            return f"groups of {group} tile-columns", lambda r, c, g=group: column_grouped_order(r, c, g)
+    return None
+
+
 def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
-    """In the grader's process: are the output tiles visited in groups of tile-rows?"""
+    """In the grader's process: do the tiles that run together share their rows of a and columns of b?"""
     if facts.get("mode") == runtime.GPU:
         return [
             (
@@ -327,16 +401,16 @@ def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
                 ],
             )
         ]
-    order, row_starts, col_starts = _tiles(stores)
+    tiles, row_starts, col_starts = _tiles(stores)
     n_rows, n_cols = len(row_starts), len(col_starts)
-    block = f"{row_starts[1] if n_rows > 1 else M} x {col_starts[1] if n_cols > 1 else N}"
-    seen = f"on {where}: {n_rows} x {n_cols} tiles of {block}"
-    if len(set(order)) != len(order) or len(order) != n_rows * n_cols:
+    block = (row_starts[1] if n_rows > 1 else M, col_starts[1] if n_cols > 1 else N)
+    seen = f"on {where}: {n_rows} x {n_cols} tiles of {block[0]} x {block[1]}"
+    if len(set(tiles)) != len(tiles) or len(tiles) != n_rows * n_cols:
         return [
             (
                 False,
                 f"the programs did not store each of the {n_rows} x {n_cols} output tiles once ({seen})",
-                [f"tiles in the order they were stored: {_shown(order, 24)}"],
+                [f"tiles in the order they were stored: {_shown(tiles, 24)}"],
             )
         ]
     if n_rows < 2 or n_cols < 2:
@@ -347,6 +421,32 @@ def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
                 ["Use BLOCK_M and BLOCK_N of at most 256, so the output is several tiles in each direction."],
             )
         ]
+    order, programs = _run_order(tiles, list(facts.get("programs") or []))
+    persistent = programs < len(order)
+    if persistent:
+        seen += f", {programs} persistent programs running side by side"
+    shown = f"Seen {seen}; in the order they run, the programs stored tiles {_shown(order)}."
+    wave = WAVE_PROGRAMS  # one program per SM, persistent or not
+    probe_wave = max(n_rows, n_cols)  # a wave that row by row fills with a whole row of tiles
+    by_rows, by_cols = (_strips(grouped_order(n_rows, n_cols, g), probe_wave, block) for g in (1, n_rows))
+    mine = _strips(order, probe_wave, block)
+    row_rows, row_cols = _wave_text(lambda r, c: grouped_order(r, c, 1), block, wave)
+    baseline = f"row by row: {row_rows} and {row_cols}"
+    family = _family(order, n_rows, n_cols)
+    if family is not None:
+        what, make = family
+        rows, cols = _wave_text(make, block, wave)
+        return [
+            (
+                True,
+                f"programs run in {what}",
+                [
+                    f"grouped order: {what}; the first programs cover tiles {_shown(order, 8)} ({seen})",
+                    f"on an {WAVE_SHAPE[0]} x {WAVE_SHAPE[1]} output a wave of {wave} programs reads about {rows} "
+                    f"tile-rows of a and {cols} tile-columns of b ({baseline})",
+                ],
+            )
+        ]
     if order == grouped_order(n_rows, n_cols, 1):
         return [
             (
@@ -354,52 +454,45 @@ def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
                 "programs are numbered row by row: consecutive programs sweep a whole row of B's tiles "
                 "before moving down (no grouping)",
                 [
-                    f"Seen {seen}; programs 0, 1, 2, ... stored tiles {_shown(order)}.",
-                    "On a GPU a wave of programs then reads one or two tile-rows of a but every tile-column",
-                    "of b: b streams through L2 again for each tile-row.",
+                    shown,
+                    f"On a GPU a wave of {wave} programs then reads one or two tile-rows of a but every tile-column",
+                    f"of b ({baseline} on an {WAVE_SHAPE[0]} x {WAVE_SHAPE[1]} output): b streams through L2 again "
+                    "for each tile-row.",
+                    PROPERTY,
                     _GROUPED,
                 ],
             )
         ]
-    group_m = 0
-    while group_m < len(order) and order[group_m] == (group_m, 0):
-        group_m += 1
-    if group_m >= n_rows and order == grouped_order(n_rows, n_cols, n_rows):
+    if order == grouped_order(n_rows, n_cols, n_rows):
         return [
             (
                 False,
                 "programs are numbered column by column: consecutive programs go down a whole column of "
                 "tiles, reading every tile-row of a for each tile-column of b",
                 [
-                    f"Seen {seen}; programs 0, 1, 2, ... stored tiles {_shown(order)}.",
+                    shown,
                     f"Groups as tall as the whole output are no groups: make GROUP_M smaller than its {n_rows} "
                     "tile-rows (8 is usual).",
+                    PROPERTY,
                     _GROUPED,
                 ],
             )
         ]
-    if group_m >= 2 and order == grouped_order(n_rows, n_cols, group_m):
-        return [
-            (
-                True,
-                "programs run in groups of tile-rows",
-                [
-                    f"grouped order: groups of {group_m} tile-rows; programs 0 to {group_m * n_cols - 1} cover "
-                    f"tile-rows 0 to {group_m - 1} ({seen})"
-                ],
-            )
-        ]
-    expected = grouped_order(n_rows, n_cols, max(group_m, 2))
-    first_wrong = next(i for i, (got, want) in enumerate(zip(order, expected)) if got != want)
+    ratio = mine / min(by_rows, by_cols)
+    measured = (
+        f"a wave of {probe_wave} consecutive tiles reads {mine / sum(block):.1f} strips of a and b on average, "
+        f"{ratio:.0%} of the {min(by_rows, by_cols) / sum(block):.1f} that row by row or column by column reads"
+    )
+    if ratio <= MOST_STRIPS:
+        return [(True, "programs that run together share strips of a and b", [f"{shown}: {measured}"])]
     return [
         (
             False,
-            "the output tiles are visited neither row by row nor in groups of tile-rows",
+            "the tiles that run together do not share their rows of a and columns of b",
             [
-                f"Seen {seen}; programs 0, 1, 2, ... stored tiles {_shown(order)}.",
-                f"In groups of {max(group_m, 2)} tile-rows they would be {_shown(expected)};",
-                f"the first difference is program {first_wrong}: tile {order[first_wrong]} instead of "
-                f"{expected[first_wrong]}.",
+                shown,
+                f"On the probe, {measured} (at most {MOST_STRIPS:.0%} needed).",
+                PROPERTY,
                 _GROUPED,
             ],
         )
@@ -409,6 +502,10 @@ def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
 register(
     _spec(
         name="grouped_matmul",
+        speed=SpeedTiers(
+            fast=Tier("eager", 0.5),  # eager is cuBLAS
+            case=Case((4096, 4096, 4096), torch.bfloat16, "timed"),
+        ),
         title="out = a @ b with programs numbered in L2 groups of tile-rows, autotuned (cases: (M, N, K))",
         entry="grouped_matmul",
         probe=f"{__name__}:probe_order",

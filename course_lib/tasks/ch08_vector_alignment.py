@@ -21,7 +21,7 @@ import torch
 
 from .. import runtime
 from ..compare import close_enough
-from . import DEFAULT_TOLERANCE, Case, TaskSpec, register, structure
+from . import DEFAULT_TOLERANCE, Case, SpeedTiers, TaskSpec, Tier, register, structure
 from .ch06_matmul import MATMUL_TOLERANCE
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -162,7 +162,30 @@ def _ptx_lines(item: dict, roles: tuple[str, ...], tensors: str) -> list[str]:
     return lines
 
 
-def _why_narrow(stride: int) -> list[str]:
+def _why_narrow(stride: int, hints: list | None = None) -> list[str]:
+    """Why the accesses stay narrow: no hint, a hint on a bare argument, or (hinted) a mask in partial vectors."""
+    hints = hints or []
+    on_values = [h["on"] for h in hints if not h.get("argument")]
+    on_arguments = [h["on"] for h in hints if h.get("argument")]
+    if on_values:
+        return [
+            f"Why: the row starts are hinted (tl.multiple_of({on_values[0]}, ...)), so the addresses are not "
+            "what stops 16-byte accesses: the mask is. A vector of VEC elements is loaded whole or not at all, "
+            "so the compiler needs the mask to be the same across each vector, and cols < n_cols with n_cols "
+            "an argument it cannot see as a multiple of VEC may cut a vector in two (n_cols is specialized "
+            "'divisible by 16' only when it is a multiple of 16 elements).",
+            "Fix: keep the mask in whole vectors: n_whole = n_cols // VEC * VEC (n_cols itself whenever the "
+            "launcher passes VEC > 1, and visibly a multiple of VEC), then mask = cols < n_whole.",
+        ]
+    if on_arguments:
+        return [
+            f"Why: tl.multiple_of({on_arguments[0]}, ...) hints a bare argument of the kernel, and Triton keeps "
+            "a hint only on a value computed in the kernel: on an argument it is dropped, so the compiler still "
+            f"sees a row stride of {stride}, no multiple of 16 elements, and cannot prove that row * stride "
+            "lands on a 16-byte boundary.",
+            "Fix: hint the product, the row's start: row_start = tl.multiple_of(row * stride_x, VEC), and keep "
+            "the mask in whole vectors (n_cols // VEC * VEC is n_cols, and visibly a multiple of VEC).",
+        ]
     return [
         f"Why: Triton marks an integer argument 'divisible by 16' only when its value is a multiple of 16 "
         f"elements. {stride} is not ({stride} = 16 * {stride // 16} + {stride % 16}), though the rows are a "
@@ -183,26 +206,29 @@ def judge_scale_rows(facts: dict) -> list[tuple[bool, str, list[str]]]:
         if not item.get("launches"):
             checks.append((False, "the launcher launched no kernel on the padded rows", []))
             continue
-        loads = structure.widths(item, "x", ("load",))
-        stores = structure.widths(item, "out", ("store",))
-        if 16 in loads and 16 in stores:
+        # a TMA block copy (cp.async.bulk.tensor) moves whole 16-byte-aligned rows: as wide as access gets
+        loads = structure.widths(item, "x", ("load", "tma"))
+        stores = structure.widths(item, "out", ("store", "tma"))
+        if (16 in loads or "TMA" in loads) and (16 in stores or "TMA" in stores):
             notes.append(f"padded rows, {item['dtype']}: x {structure.shown(loads)} loads, out "
-                         f"{structure.shown(stores)} stores per thread (PTX for sm_90)")  # fmt: skip
+                         f"{structure.shown(stores)} stores (PTX for sm_90; bytes per thread)")  # fmt: skip
             continue
-        what, table = ("x is read", loads) if 16 not in loads else ("out is written", stores)
-        at_a_time = "/".join(str(w) for w in sorted(table)) or "no"
+        what, table = ("x is read", loads) if not (16 in loads or "TMA" in loads) else ("out is written", stores)
+        at_a_time = "/".join(str(w) for w in sorted(k for k in table if k != "TMA")) or "no"
         narrow.append((f"{what} {at_a_time} bytes at a time, not 16, on padded rows ({tuple(item['shape'])} "
                        f"{item['dtype']}, rows {item['stride']} elements apart)", item))  # fmt: skip
     if narrow:
         details = [line for _, item in narrow for line in _ptx_lines(item, ("x", "out"), "x")]
-        checks.append((False, narrow[0][0], details + _why_narrow(narrow[0][1]["stride"])))
+        first = narrow[0][1]
+        checks.append((False, narrow[0][0], details + _why_narrow(first["stride"], first.get("hints"))))
     elif notes:
         checks.append((True, "16-byte loads and stores", notes))
     item = facts.get("unaligned")
     if item is None:
         checks.append((False, "the launcher launched no kernel on unaligned rows", []))
         return checks
-    wide = {role: structure.widths(item, role, ALL_ACCESSES).get(16, 0) for role in ("x", "out")}
+    wide = {role: sum(n for w, n in structure.widths(item, role, ALL_ACCESSES).items() if w in (16, "TMA"))
+            for role in ("x", "out")}  # fmt: skip
     if any(wide.values()):
         lines = _ptx_lines(item, ("x", "out"), "x and out") + [
             "The 16-byte accesses promise that every row starts on a 16-byte boundary; these rows start "
@@ -414,6 +440,7 @@ BMM_BENCH = [
 register(
     TaskSpec(
         name="padded_bmm",
+        speed=SpeedTiers(fast=Tier("eager", 0.7)),  # eager is cuBLAS on the unaligned rows
         chapter="08",
         title="out[b] = a @ e[b], K = 866 stored unpadded or padded to 872: 16-byte loads when padded "
         "(cases: (B, M, N, K))",

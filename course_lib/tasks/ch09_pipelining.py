@@ -20,7 +20,7 @@ from collections import Counter
 import torch
 
 from .. import barriers, compilation
-from . import Case, TaskSpec, register
+from . import Case, SpeedTiers, TaskSpec, Tier, register
 from .ch06_matmul import BENCH_CASES as MATMUL_BENCH
 from .ch06_matmul import (
     BF16,
@@ -277,6 +277,12 @@ def _ws_variants(case: Case) -> dict:
 register(
     TaskSpec(
         name="ws_matmul",
+        speed=SpeedTiers(
+            # eager is cuBLAS: a pipelined Hopper kernel reaches it; one that waits for every wgmma does not
+            fast=Tier("eager", 0.85),
+            expert=Tier("solution", 0.9),
+            case=Case((4096, 4096, 4096), torch.bfloat16, "timed"),
+        ),
         chapter="09",
         title="A warp-specialized GEMM in Gluon: a TMA producer warp, wgmma consumers (Hopper)",
         entry="ws_matmul",

@@ -82,8 +82,19 @@ def _ws_cases(mode: str) -> list[Case]:
     return [Case(shape, dtype, label, gpu_only=True, params=params) for shape, dtype, label, params in WS_CASES]
 
 
-# (batches, num_pid_m, num_pid_n) grids on which the learner's _tile runs as plain Python
-TILE_GRIDS = ((5, 3, 2), (4, 1, 1), (3, 7, 1), (2, 2, 3))
+# (batches, num_pid_m, num_pid_n) grids on which the learner's _tile runs as plain Python. The small ones
+# check that every tile is numbered once. The order matters only where it changes what the programs running
+# side by side share: the published shape (1024 candidates, 433 rows in 4 M tiles of 128, one N tile of 256),
+# where a batch's 4 tiles fit in one wave whatever their order but batches interleaved would not, and a wide
+# output (40 M tiles by 8 N tiles per batch, more than a wave), where pid_n fastest spreads one E tile's
+# readers over 312 tiles.
+TILE_GRIDS = ((5, 3, 2), (4, 1, 1), (3, 7, 1), (2, 2, 3), (1024, 4, 1), (3, 40, 8))
+WAVE = 132  # one persistent program per SM of an H200: the tiles that run side by side
+TILE_PROPERTY = (
+    "What the order protects: the programs that read the same tile of E (one batch, one N tile: num_pid_m of "
+    f"them) should run side by side, within one wave of {WAVE} programs, so that E comes from memory once and "
+    "from L2 after. W_c is shared by every batch and stays in L2 in any order."
+)
 
 
 def tile_order(tile_fn) -> list | str | None:
@@ -104,11 +115,14 @@ def tile_order(tile_fn) -> list | str | None:
 
 def judge_tile_order(orders) -> tuple[bool, str, list[str]] | None:
     """None when _tile's order is right (or could not be run); else a failed check: each grid's tiles
-    must map one to one onto (batch, pid_m, pid_n), the M tiles of one (batch, N tile) consecutive."""
+    must map one to one onto (batch, pid_m, pid_n), and the M tiles of one (batch, N tile), which read the
+    same tile of E, must lie within one wave of each other."""
     if orders is None:
         return None
     if isinstance(orders, str):
         return (False, "_tile raised when run as plain Python", [orders])
+    if not isinstance(orders, list) or len(orders) != len(TILE_GRIDS):
+        return (False, "_tile's order came back unreadable", [])
     for (batches, num_pid_m, num_pid_n), got in zip(TILE_GRIDS, orders, strict=True):
         grid = f"batches={batches}, num_pid_m={num_pid_m}, num_pid_n={num_pid_n}"
         if any(len(t) != 3 for t in got):
@@ -117,12 +131,18 @@ def judge_tile_order(orders) -> tuple[bool, str, list[str]] | None:
         if set(map(tuple, got)) != every or len(got) != len(every):
             return (False, f"_tile does not number every (batch, pid_m, pid_n) once on {grid}", [
                 f"tiles 0.. {len(got) - 1} gave {got[:8]}{' ...' if len(got) > 8 else ''}"])  # fmt: skip
-        for t, (b, m, n) in enumerate(got):
-            first = got[t - m] if t >= m else None
-            if m and (first is None or first != [b, 0, n] or got[t - 1] != [b, m - 1, n]):
-                return (False, f"_tile does not put the M tiles of one (batch, N tile) next to each other on {grid}", [
-                    f"tile {t} is (batch {b}, pid_m {m}, pid_n {n}) but tile {t - 1} is {tuple(got[t - 1])}: "
-                    "pid_m must run fastest, so that programs side by side read the same tile of E"])  # fmt: skip
+        readers: dict[tuple[int, int], list[int]] = {}
+        for t, (b, _m, n) in enumerate(got):
+            readers.setdefault((b, n), []).append(t)
+        (b, n), tiles = max(readers.items(), key=lambda item: max(item[1]) - min(item[1]))
+        if max(tiles) - min(tiles) >= WAVE:
+            return (False, f"_tile does not put the M tiles of one (batch, N tile) next to each other on {grid}", [
+                f"the {len(tiles)} M tiles of batch {b}, N tile {n} are tiles {tiles[:6]}"
+                f"{' ...' if len(tiles) > 6 else ''}: {max(tiles) - min(tiles)} apart, more than a wave of {WAVE}",
+                TILE_PROPERTY,
+                "Number the M tiles of one (batch, N tile) next to each other, pid_m running fastest: "
+                "batch = tile // (num_pid_m * num_pid_n), then pid_m = rest % num_pid_m, pid_n = rest // num_pid_m",
+            ])  # fmt: skip
     return None
 
 

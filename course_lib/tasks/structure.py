@@ -85,10 +85,17 @@ def _instructions(ptx: str):
     comments and directives dropped."""
     body = ptx[ptx.find("{") + 1 :] if "{" in ptx else ptx
     kept = []
+    depth = 0  # blocks opened inside the body: an inline-asm { ... } (a TMA wait loop) is no end
     for line in body.splitlines():
-        if line.strip() == "}":  # the end of the kernel; debug sections follow
-            break
         line = line.split("//")[0].strip()
+        if line == "{":
+            depth += 1
+            continue
+        if line == "}":
+            if depth == 0:  # the end of the kernel; debug sections follow
+                break
+            depth -= 1
+            continue
         line = re.sub(r"^\$[\w.]+:", "", line).strip()  # a label: $L__BB0_2:
         if line and not line.startswith("."):  # .reg, .loc, .shared: directives, one a line
             kept.append(line)
@@ -131,8 +138,10 @@ def accesses(ptx: str, spec: list[compilation.ArgSpec] | None = None) -> list[di
             address = next((o for o in ops if o.startswith("[")), "")
             size = compilation.access_bytes(parts)
         elif opcode.startswith("cp.async.bulk.tensor"):
+            # the global side is the tensor map with its coordinates, [%rd, {...}]: second in a load (shared
+            # memory first), first in a store
             kind, size = "tma", None
-            address = next((o for o in ops[1:] if o.startswith("[")), "")
+            address = next((o for o in ops if o.startswith("[") and "{" in o), "")
         elif opcode.startswith("cp.async") and "global" in parts and len(ops) >= 3:
             kind, address = "cp.async", ops[1]
             try:
@@ -213,7 +222,33 @@ def launch_facts(fn_obj, args, kwargs, roles: dict[str, object]) -> dict:
     found = accesses(ptx, spec)
     for item in found:
         item["role"] = role_of(item["argument"]) if item["argument"] else None
-    return {"kernel": fn.__name__, "accesses": found, "tma": any(a["op"] == "tma" for a in found)}
+    return {
+        "kernel": fn.__name__,
+        "accesses": found,
+        "tma": any(a["op"] == "tma" for a in found),
+        "hints": alignment_hints(fn, params),
+    }
+
+
+def alignment_hints(fn, params: list[str]) -> list[dict]:
+    """The kernel's tl.multiple_of calls, read from its source: what each hints, and whether that is a bare
+    argument of the kernel (Triton attaches a hint only to a value computed in the kernel). Only ever
+    used to choose which explanation a message gives, never for a verdict."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "multiple_of":
+            if node.args:
+                first = node.args[0]
+                found.append({"on": ast.unparse(first), "argument": isinstance(first, ast.Name) and first.id in params})
+    return found
 
 
 def _same_memory(a, b) -> bool:
