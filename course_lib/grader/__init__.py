@@ -207,6 +207,18 @@ def jobs_per_gpu() -> int:
     return max(1, min(8, (os.cpu_count() or 2) // (2 * max(1, _gpu_count()))))
 
 
+def _expected_s(job: Job) -> float:
+    """How long ``job`` should take: its reference solution's time on this machine, if measured."""
+    try:
+        spec = tasks.get(job.task)
+        mode = runtime.MODE + ("-timed" if runtime.is_gpu() and perf_wanted() else "")
+        sha = file_sha256(sources.resolve("solutions") / f"{spec.name}.py")
+        timed = limits.read(mode, spec.name, sha) if sha else None
+        return timed.task_s if timed is not None else 0.0
+    except Exception:  # no figure: the job keeps its place
+        return 0.0
+
+
 def _out_of_gpu_memory(result: TaskResult) -> bool:
     text = " ".join([result.summary, *result.details]).lower()
     return result.status in (FAIL, CRASH) and ("out of memory" in text or "cudaerrormemoryallocation" in text)
@@ -299,8 +311,13 @@ def grade_jobs(
             on_result(job, result)
         return result
 
+    # the longest jobs first (by the solution's time on this machine, when known), so that a long task
+    # does not start last and leave the other slots idle while it runs
+    order = sorted(range(len(jobs)), key=lambda i: -_expected_s(jobs[i]))
+    results: list = [None] * len(jobs)
     with ThreadPoolExecutor(max_workers=2 * workers) as pool:
-        results = list(pool.map(one, jobs))
+        for i, result in zip(order, pool.map(one, [jobs[i] for i in order])):
+            results[i] = result
     for i, (job, result) in enumerate(zip(jobs, results)):
         if gpus and workers > 1 and _out_of_gpu_memory(result):
             again = graded(job)

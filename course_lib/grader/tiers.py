@@ -10,9 +10,10 @@ timed_case``), and given a tier from the bars in its spec (``TaskSpec.speed_tier
 What decides a tier lives here, in the grader's process, never in the learner's:
 
 * **The clock is the grader's.** The worker is told to run the launcher R times and to report when
-  the GPU is done; the grader measures the time between its message and the reply. Windows of R and
-  2R calls are paired, so the message's own cost cancels: one call costs ``(t(2R) - t(R)) / R``.
-  Nothing the learner's process says about time is read.
+  the GPU is done; the grader measures the time between its message and the reply (R calls take
+  about 50 ms, so the message's own cost is under 1%). Of seven windows the fastest counts: whatever
+  disturbs a window (another process busy on the CPU, say) only slows it. Nothing the learner's
+  process says about time is read.
 * **The timed calls compute.** Every call of every window must launch a kernel of its own, and after
   the last window one more call, on fresh inputs at the timed shape with poisoned outputs, is judged
   like any case (its reference computed on this process's GPU). A launcher that keeps state between
@@ -23,8 +24,8 @@ What decides a tier lives here, in the grader's process, never in the learner's:
 * **The GPU is the timing's alone.** Every other grading step on a GPU holds the GPU shared; a timing
   window holds it exclusively (``gpu_use``): a lock across processes, so several graders on one
   machine never time while another one's kernels run. A waiting timer keeps new steps out.
-* **Noise is parity.** Each time has a spread (the windows' range over their median); a kernel within
-  the spreads of a bar meets it.
+* **Noise is parity.** Each time has a spread (how far the third fastest window is from the fastest,
+  counted as 3% to 10%); a kernel within the spreads of both times meets a bar.
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ from .. import runtime, tasks
 
 WORKS, FAST, EXPERT = "works", "fast", "expert"
 TIERS = (WORKS, FAST, EXPERT)
-WINDOW_S = 0.025  # the length of one timing window (R calls)
-PAIRS = 3  # windows of R and of 2R calls, this many times each
+WINDOW_S = 0.05  # the length of one timing window (R calls): the message's own cost is under 1% of it
+WINDOWS = 7
 SLOW_CALL_S = 0.25  # a call this slow is timed one call at a time (three of them)
 MIN_NOISE = 0.03  # a spread below 3% is not believed: back-to-back windows on one GPU vary that much
+MAX_NOISE = 0.10  # nor one above 10%: parity is a band around a bar, not a pass for any time
 CACHE_DAYS = 7.0  # bars measured longer ago than this are measured again
 
 
@@ -63,35 +65,29 @@ class Timing:
         return self.seconds * 1e6
 
     def noise(self) -> float:
-        return max(MIN_NOISE, self.spread)
+        return min(MAX_NOISE, max(MIN_NOISE, self.spread))
 
 
 def per_call(windows: list[tuple[int, float]]) -> Timing:
-    """A time per call from (calls, seconds) windows: paired R/2R windows give (t(2R) - t(R)) / R each;
-    single calls (R = 1 only) give their own time. The median, and the spread of the estimates."""
-    estimates = []
-    singles = [t for n, t in windows if n == 1]
-    by_pair = [(windows[i], windows[i + 1]) for i in range(0, len(windows) - 1, 2)]
-    for (n1, t1), (n2, t2) in by_pair:
-        if n2 == 2 * n1 and n1 > 1:
-            difference = (t2 - t1) / n1
-            # a negative or tiny difference is noise larger than the work: the longer window alone
-            estimates.append(difference if difference > 0.25 * t2 / n2 else t2 / n2)
+    """A time per call from (calls, seconds) windows: the fastest window's time per call. What slows a
+    window (another process on the CPU that launches, a clock tick, the message's own cost) only ever
+    adds, so the fastest window is the nearest to the kernel's own time; the spread is how far the
+    third fastest is from it (the floor's jitter), which is what parity allows."""
+    estimates = sorted(t / n for n, t in windows if n > 0 and t > 0)
     if not estimates:
-        estimates = singles or [t / n for n, t in windows]
-    estimates.sort()
-    middle = estimates[len(estimates) // 2] if len(estimates) % 2 else sum(estimates[len(estimates) // 2 - 1 :][:2]) / 2
-    spread = (estimates[-1] - estimates[0]) / middle if middle > 0 else 1.0
-    return Timing(middle, spread, sum(n for n, _ in windows))
+        return Timing(float("inf"), 1.0, 0)
+    best = estimates[0]
+    third = estimates[min(2, len(estimates) - 1)]
+    return Timing(best, (third - best) / best, sum(n for n, _ in windows))
 
 
 def plan(first_call_s: float) -> list[int]:
-    """The windows to time, from one call's time (which includes the message's cost): R then 2R,
-    ``PAIRS`` times, with R calls taking about ``WINDOW_S``; a slow call is timed alone, three times."""
+    """The windows to time, from one call's time (which includes the message's cost): ``WINDOWS``
+    windows of R calls, R calls taking about ``WINDOW_S``; a slow call is timed alone, three times."""
     if first_call_s >= SLOW_CALL_S:
         return [1, 1, 1]
-    reps = max(2, min(4096, math.ceil(WINDOW_S / max(first_call_s, 1e-6))))
-    return [reps, 2 * reps] * PAIRS
+    reps = max(2, min(8192, math.ceil(WINDOW_S / max(first_call_s, 1e-6))))
+    return [reps] * WINDOWS
 
 
 # --------------------------------------------------------------------------------------------------

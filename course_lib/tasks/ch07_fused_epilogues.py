@@ -13,7 +13,7 @@ import torch
 
 from .. import runtime
 from ..compare import close_enough
-from . import Case, SpeedTiers, TaskSpec, Tier, output_like, random_tensor, register
+from . import Case, SpeedTiers, TaskSpec, Tier, Tolerance, output_like, random_tensor, register
 from .ch06_matmul import MATMUL_TOLERANCE, _operand
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -105,6 +105,10 @@ def _linear_cases(mode: str) -> list[Case]:
 #   cancels most of a value, that first rounding is a large part of what is left.
 # * bfloat16 (GPU cases, not measured yet): one rounding, about 1.7e-3 expected; the limit, 8e-3, stands.
 LINEAR_TOLERANCE = dict(MATMUL_TOLERANCE)
+# fp16 over K = 8191 (the long-K case): an fp32 accumulator's rounding, summed over 8191 products, reaches
+# 1.5e-5 on an output near zero (measured on the H200: 1.44e-5 and 1.54e-5 with the course's solution),
+# past 1e-5 + 2e-3 * |expected| there; 5e-5 allows it, and the norm (5e-4) still fails an fp16 accumulator
+LINEAR_TOLERANCE[F16] = Tolerance(rtol=2e-3, atol=5e-5, norm=5e-4)
 
 
 # --------------------------------------------------------------------------------------------------

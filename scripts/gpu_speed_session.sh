@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Issue 22 on a GPU, in one call per step: speed tiers, correct alternatives, and a room's time.
+#   OUT=/some/dir bash scripts/gpu_speed_session.sh [steps...]
+# steps (default: check slow good): doctor check slow good wrong room
+#   check  check --all --solutions twice: the first run measures the time limits and the speed bars
+#          (once per machine), the second is what a grader meets afterwards; each timed
+#   slow   the deliberately slow correct kernels of tests/slow: each must PASS with speed tier "works"
+#   good   every correct alternative of tests/good that names a GPU task: each must PASS
+#   wrong  every deliberately wrong submission of tests/wrong: none may PASS
+#   room   scripts/room_test.py: 40 learners x 22 tasks, --speed-points (ROOM_LIMIT_S, default 560)
+# The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export COURSE_PROGRESS="${TMPDIR:-/tmp}/course-progress.json" COURSE_CACHE="${COURSE_CACHE:-${TMPDIR:-/tmp}/course-cache}"
+OUT="${OUT:-results/session}"
+mkdir -p "$OUT"
+eval "$(bash scripts/carried_bwrap.sh)"
+py=python3
+steps="${*:-check slow good}"
+has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+timed() { # label, command...: runs it, appends "label: N s, exit E" to $OUT/times.txt
+  local label=$1 start end code
+  shift
+  start=$(date +%s.%N)
+  "$@"
+  code=$?
+  end=$(date +%s.%N)
+  printf '%s: %s s, exit %s\n' "$label" "$($py -c "print(round($end - $start, 1))")" "$code" | tee -a "$OUT/times.txt"
+}
+
+{
+  date -u +"%Y-%m-%d %H:%M UTC"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  $py -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  nproc
+  git log -1 --format='commit %H' 2>/dev/null || true
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+if has doctor; then
+  $py -m course_lib doctor > "$OUT/doctor.txt" 2>&1
+  tail -3 "$OUT/doctor.txt"
+fi
+if has check; then
+  timed "check --all --solutions, first on this machine (limits and bars measured)" \
+    $py -m course_lib check --all --solutions > "$OUT/check_solutions_first.txt" 2>&1
+  timed "check --all --solutions, again" \
+    $py -m course_lib check --all --solutions > "$OUT/check_solutions_again.txt" 2>&1
+  tail -4 "$OUT/check_solutions_again.txt"
+  grep -h "speed:" "$OUT/check_solutions_again.txt" | cut -c1-220
+fi
+if has slow; then
+  for folder in tests/slow/*/; do
+    for file in "$folder"*.py; do
+      task=$(basename "$file" .py)
+      timed "slow $(basename "$folder") $task" \
+        $py -m course_lib check "$task" --source "$folder" >> "$OUT/slow.txt" 2>&1
+    done
+  done
+  grep -E "^(PASS|FAIL|HANG|CRASH|GPU)|speed:" "$OUT/slow.txt" | cut -c1-220
+fi
+if has good; then
+  for folder in tests/good/*/; do
+    for file in "$folder"*.py; do
+      task=$(basename "$file" .py)
+      $py -c "from course_lib import tasks; tasks.get('$task')" 2>/dev/null || continue
+      echo "== $folder $task" >> "$OUT/good.txt"
+      $py -m course_lib check "$task" --source "$folder" >> "$OUT/good.txt" 2>&1
+    done
+  done
+  grep -E "^== |^(PASS|FAIL|HANG|CRASH|GPU)" "$OUT/good.txt" | cut -c1-200
+fi
+if has wrong; then
+  for folder in tests/wrong/*/; do
+    for file in "$folder"*.py; do
+      task=$(basename "$file" .py)
+      $py -c "from course_lib import tasks; tasks.get('$task')" 2>/dev/null || continue
+      echo "== $folder $task" >> "$OUT/wrong.txt"
+      COURSE_PERF=0 $py -m course_lib check "$task" --source "$folder" >> "$OUT/wrong.txt" 2>&1
+    done
+  done
+  echo "wrong submissions that passed: $(grep -c '^PASS' "$OUT/wrong.txt")"
+fi
+if has room; then
+  timed "room 40 x 22, --speed-points" \
+    $py scripts/room_test.py --learners 40 --speed-points --limit-s "${ROOM_LIMIT_S:-560}" \
+    --record "$OUT/room_40x22.json" > "$OUT/room.txt" 2>&1
+  tail -30 "$OUT/room.txt"
+fi
