@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 22 on a GPU, in one call per step: speed tiers, correct alternatives, and a room's time.
 #   OUT=/some/dir bash scripts/gpu_speed_session.sh [steps...]
-# steps (default: check slow good): doctor check slow good wrong room
+# steps, run in the order given (default: check slow good): doctor check slow good wrong room
+# CHECK_AGAIN=0: the check step grades once (the first time on a machine measures limits and bars)
 #   check  check --all --solutions twice: the first run measures the time limits and the speed bars
 #          (once per machine), the second is what a grader meets afterwards; each timed
 #   slow   the deliberately slow correct kernels of tests/slow: each must PASS with speed tier "works"
@@ -18,7 +19,6 @@ mkdir -p "$OUT"
 eval "$(bash scripts/carried_bwrap.sh)"
 py=python3
 steps="${*:-check slow good}"
-has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 timed() { # label, command...: runs it, appends "label: N s, exit E" to $OUT/times.txt
   local label=$1 start end code
   shift
@@ -38,19 +38,20 @@ timed() { # label, command...: runs it, appends "label: N s, exit E" to $OUT/tim
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
-if has doctor; then
+step_doctor() {
   $py -m course_lib doctor > "$OUT/doctor.txt" 2>&1
   tail -3 "$OUT/doctor.txt"
-fi
-if has check; then
+}
+step_check() {
   timed "check --all --solutions, first on this machine (limits and bars measured)" \
     $py -m course_lib check --all --solutions > "$OUT/check_solutions_first.txt" 2>&1
-  timed "check --all --solutions, again" \
-    $py -m course_lib check --all --solutions > "$OUT/check_solutions_again.txt" 2>&1
-  tail -4 "$OUT/check_solutions_again.txt"
-  grep -h "speed:" "$OUT/check_solutions_again.txt" | cut -c1-220
-fi
-if has slow; then
+  if [ "${CHECK_AGAIN:-1}" = 1 ]; then
+    timed "check --all --solutions, again" \
+      $py -m course_lib check --all --solutions > "$OUT/check_solutions_again.txt" 2>&1
+  fi
+  grep -h -E "^\[|speed:|tasks pass|speed tiers" "$OUT"/check_solutions_*.txt | cut -c1-220
+}
+step_slow() {
   for folder in tests/slow/*/; do
     for file in "$folder"*.py; do
       task=$(basename "$file" .py)
@@ -59,8 +60,8 @@ if has slow; then
     done
   done
   grep -E "^(PASS|FAIL|HANG|CRASH|GPU)|speed:" "$OUT/slow.txt" | cut -c1-220
-fi
-if has good; then
+}
+step_good() {
   for folder in tests/good/*/; do
     for file in "$folder"*.py; do
       task=$(basename "$file" .py)
@@ -70,8 +71,8 @@ if has good; then
     done
   done
   grep -E "^== |^(PASS|FAIL|HANG|CRASH|GPU)" "$OUT/good.txt" | cut -c1-200
-fi
-if has wrong; then
+}
+step_wrong() {
   for folder in tests/wrong/*/; do
     for file in "$folder"*.py; do
       task=$(basename "$file" .py)
@@ -81,10 +82,14 @@ if has wrong; then
     done
   done
   echo "wrong submissions that passed: $(grep -c '^PASS' "$OUT/wrong.txt")"
-fi
-if has room; then
+}
+step_room() {
   timed "room 40 x 22, --speed-points" \
     $py scripts/room_test.py --learners 40 --speed-points --limit-s "${ROOM_LIMIT_S:-560}" \
     --record "$OUT/room_40x22.json" > "$OUT/room.txt" 2>&1
   tail -30 "$OUT/room.txt"
-fi
+}
+
+for name in $steps; do
+  "step_$name"
+done
