@@ -341,3 +341,30 @@ def test_cpu_mode_says_that_speed_is_graded_on_a_gpu_only():
         [TaskResult("vector_add", PASS, "ok", tier="fast"), TaskResult("softmax", PASS, "ok", tier="expert")]
     )
     assert "speed tiers: 1 expert, 1 fast" in graded
+
+
+# --------------------------------------------------------------------------------------------------
+# a room on a GPU: jobs side by side
+
+
+def test_jobs_share_a_gpu_as_many_as_asked_or_from_the_cores(monkeypatch):
+    from course_lib import grader
+
+    monkeypatch.setattr(grader.runtime, "is_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("COURSE_GPU_JOBS", "5")
+    assert grader.jobs_per_gpu() == 5
+    monkeypatch.delenv("COURSE_GPU_JOBS")
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert grader.jobs_per_gpu() == 8
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert grader.jobs_per_gpu() == 1
+
+
+def test_a_job_out_of_gpu_memory_is_told_apart():
+    from course_lib import grader
+
+    oom = TaskResult("vector_add", "crash", "the launcher raised OutOfMemoryError: CUDA out of memory. Tried ...")
+    assert grader._out_of_gpu_memory(oom)
+    assert not grader._out_of_gpu_memory(TaskResult("vector_add", "fail", "case 'tail' 3 elements are wrong"))
+    assert not grader._out_of_gpu_memory(TaskResult("vector_add", PASS, "out of memory? no"))
