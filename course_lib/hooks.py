@@ -1004,7 +1004,52 @@ def _install_bounds_hooks(builder_cls) -> None:
     builder_cls.create_store = _unmasked_call(plain_store)
     builder_cls.create_atomic_rmw = create_atomic_rmw
     builder_cls.create_atomic_cas = create_atomic_cas
+    descriptor_store = getattr(builder_cls, "create_descriptor_store", None)
+    if descriptor_store is not None:
+
+        def create_descriptor_store(self, desc, value, indices, *rest, **kw):
+            problem = tma_store_tail(desc, indices)
+            if problem:
+                raise DescriptorAlignmentError(problem)
+            return descriptor_store(self, desc, value, indices, *rest, **kw)
+
+        builder_cls.create_descriptor_store = create_descriptor_store
     builder_cls._course_bounds = True
+
+
+def _first(handle) -> int:
+    return int(np.asarray(getattr(handle, "data", handle)).reshape(-1)[0])
+
+
+def tma_store_tail(desc, indices) -> str | None:
+    """What a GPU would do that the interpreter does not: a TMA store writes whole 16-byte chunks, so a
+    block that reaches past the end of a row whose length is no multiple of 16 bytes overwrites the
+    elements after the row's end, up to the next 16-byte boundary (Triton issue #11583). The message
+    for such a store, or None (also when the descriptor cannot be read: then nothing is claimed)."""
+    try:
+        itemsize = max(1, desc.base.dtype.element_ty.primitive_bitwidth // 8)
+        shape = [_first(d) for d in desc.shape]
+        start = [_first(i) for i in indices]
+        block = [int(b) for b in desc.block_shape]
+    except Exception:
+        return None
+    inner, first, width = shape[-1], start[-1], block[-1]
+    row_bytes = inner * itemsize
+    if row_bytes % 16 == 0 or not first < inner < first + width:
+        return None
+    if not all(lo < size and lo + b > 0 for lo, size, b in zip(start[:-1], shape[:-1], block[:-1])):
+        return None  # no row of the block lies inside the tensor: nothing is written
+    boundary = -(-row_bytes // 16) * 16 // itemsize
+    dtype = str(desc.base.dtype.element_ty)
+    return (
+        f"a tensor-descriptor store reaches past the end of rows of {inner} {dtype} elements ({row_bytes} bytes, "
+        f"no multiple of 16): on a GPU a TMA store writes whole 16-byte chunks, so this one would overwrite "
+        f"elements {inner} to {boundary - 1} after each row's end (the padding between rows, or another tensor)\n"
+        f"The interpreter clips the store at the row's end, the GPU does not (Triton issue #11583): the course "
+        f"checks it here so that CPU mode gives the GPU's verdict.\n"
+        f"Fix: store a row's last, partial block with a masked pointer store (tl.store(..., mask=cols < n_cols)), "
+        f"or use descriptor stores only where a row's length in bytes is a multiple of 16; loads are not affected."
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from conftest import WRONG, requires_interpreter
+from conftest import GOOD, WRONG, requires_interpreter
 
 from course_lib import grader, hooks, runtime, stubs, tasks
 from course_lib.grader import FAIL, PASS, TODO
@@ -45,6 +45,11 @@ WRONG_SUBMISSIONS = {
                                       "bare argument", "on an argument it is dropped", "hint the product")),
     "ch08_mask_partial_vectors": (SCALE, ("x is read 2 bytes at a time, not 16", "the row starts are hinted",
                                           "the mask is", "mask = cols < n_whole")),
+    # a GPU's TMA store writes whole 16-byte chunks: past a ragged row's end it overwrites the padding (seen on
+    # the H200); the interpreter clips, so the course's check stands in for the GPU
+    "ch08_tma_store_ragged_rows": (SCALE, ("case 'ragged'", "a tensor-descriptor store reaches past the end of rows "
+                                           "of 1001 fp16 elements", "overwrite elements 1001 to 1007",
+                                           "Triton issue #11583", "masked pointer store")),
 }  # fmt: skip
 NOT_THEIRS = {  # the reason each must not be given
     "ch08_no_hint": "the row starts are hinted",
@@ -82,6 +87,37 @@ def test_wrong_submission_is_rejected(folder):
     if folder == "ch08_descriptor_866":  # the padded layouts pass: only the 16-byte rule fails
         failed_line = text.split("failed ", 1)[1].split("\n")[0]
         assert not re.search(r"(?<!un)padded \(3, 33, 40, 66\)", failed_line), failed_line
+
+
+@requires_interpreter
+def test_tensor_descriptors_count_as_wide_access():
+    """TMA block copies (cp.async.bulk.tensor) where the rows allow them, pointers elsewhere: right, and as
+    wide as access gets. The judge that counted only ld/st.global failed it. (Its first version also
+    stored through descriptors on ragged rows, which the H200 showed to be wrong:
+    tests/wrong/ch08_tma_store_ragged_rows.)"""
+    result = grader.grade_task(SCALE, GOOD / "ch08_scale_rows_tma", seed=SEED)
+    text = full_text(result)
+    assert result.status == PASS, text
+    assert "x 1 TMA block copies loads, out 1 TMA block copies stores" in text, text
+
+
+def test_a_tma_store_within_whole_chunks_is_not_flagged():
+    """The 16-byte chunk rule bites only where a block reaches past a row whose length is no multiple of 16
+    bytes: rows of 1008 fp16 elements, a block inside the row, or a block wholly past the rows are fine."""
+
+    class H:
+        def __init__(self, v):
+            self.data = [v]
+
+    class Desc:
+        def __init__(self, rows, cols, block):
+            self.base = type("B", (), {"dtype": tl.pointer_type(tl.float16)})()
+            self.shape, self.block_shape = [H(rows), H(cols)], block
+
+    assert hooks.tma_store_tail(Desc(7, 1008, [1, 256]), [H(0), H(768)]) is None  # 2016 bytes: whole chunks
+    assert hooks.tma_store_tail(Desc(7, 1001, [1, 256]), [H(0), H(512)]) is None  # inside the row
+    assert hooks.tma_store_tail(Desc(7, 1001, [1, 256]), [H(7), H(768)]) is None  # no row of the block is inside
+    assert "elements 1001 to 1007" in hooks.tma_store_tail(Desc(7, 1001, [1, 256]), [H(6), H(768)])
 
 
 def test_every_alignment_wrong_submission_is_listed():
