@@ -329,8 +329,8 @@ def _hang_everywhere(folder: Path) -> None:
 def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
     """A learner whose every task hangs is reported in under 3 minutes on 2 cores (CI's machine).
     Each task's first step hangs until its limit, 15 s plus ten times the solution's time; two jobs at a
-    time, and a job silent for 30% of its limit lets one more start beside it (at most four at once),
-    so the 22 hangs overlap: 144 s on a 2-core machine (232 s when each hang held its slot to the end).
+    time, and a job silent for half its limit lets one more start beside it (at most four at once), so
+    the 22 hangs overlap: 152 s on a 2-core machine (232 s when each hang held its slot to the end).
     The solutions are timed once per machine, the first time a task is graded there; that one-time cost
     is taken first and printed apart."""
     _hang_everywhere(tmp_path)

@@ -264,7 +264,8 @@ def grade_jobs(
     workers = max(1, workers)
     free_lock = threading.Lock()
     slots = threading.BoundedSemaphore(workers)
-    extra = threading.BoundedSemaphore(workers)  # jobs started beside ones that look hung
+    # jobs started beside ones that look hung (silent for half a step's limit): at most as many again
+    extra = threading.BoundedSemaphore(workers)
 
     def graded(job: Job, on_slow=None, alone: bool = False) -> TaskResult:
         gpu = None

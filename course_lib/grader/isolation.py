@@ -54,7 +54,7 @@ SANDBOX_MEMORY_BYTES = {"cpu": CPU_MEMORY_BYTES, "gpu": 4 * CPU_MEMORY_BYTES}
 SANDBOX_TASKS = 1024
 MAX_REPLY_BYTES = 16 << 20  # one JSON reply; a returned tensor's bytes come apart (claims.MAX_RETURNED_BYTES)
 MAX_FILE_BYTES = 1 << 20  # a task file: no exercise is anywhere near 1 MiB
-SLOW_FRACTION = 0.3  # of a step's limit: a worker still silent then looks hung (``Worker.on_slow``)
+SLOW_FRACTION = 0.5  # of a step's limit: a worker still silent then looks hung (``Worker.on_slow``)
 
 
 @dataclass
