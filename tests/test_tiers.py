@@ -368,3 +368,21 @@ def test_a_job_out_of_gpu_memory_is_told_apart():
     assert grader._out_of_gpu_memory(oom)
     assert not grader._out_of_gpu_memory(TaskResult("vector_add", "fail", "case 'tail' 3 elements are wrong"))
     assert not grader._out_of_gpu_memory(TaskResult("vector_add", PASS, "out of memory? no"))
+
+
+def test_the_slow_correct_kernels_got_the_lowest_tier_on_the_h200():
+    """The record of the H200 run (results/grader_h200/speed_2026-12-03/slow.txt): the 16 x 16 one-stage
+    tiled_matmul and the ws_matmul that waits for every wgmma both PASS, with speed tier WORKS; and the
+    same figures give the same tier through today's decision."""
+    record = (HERE.parent / "results" / "grader_h200" / "speed_2026-12-03" / "slow.txt").read_text()
+    passes = [line for line in record.splitlines() if line.startswith("PASS")]
+    tiers_seen = [line.split("speed: ")[1].split(" ")[0] for line in record.splitlines() if "speed: " in line]
+    assert [line.split()[1] for line in passes] == ["tiled_matmul", "ws_matmul"]
+    assert tiers_seen == ["WORKS", "WORKS"]
+    for task, mine_us, eager_us, solution_us in [
+        ("tiled_matmul", 5252.0, 180.8, 286.9),
+        ("ws_matmul", 403.2, 178.2, 427.6),
+    ]:
+        spec = tasks.get(task)
+        decision = tiers.decide(spec, _mine(mine_us), _bars(eager_us, solution_us), spec.timed_case())
+        assert decision.tier == tiers.WORKS, decision.line
