@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import ROOT, assert_clean, task_names
@@ -22,19 +23,31 @@ def test_untouched_stub_reports_todo(task):
     assert f"exercises/{task}.py" in result.summary
 
 
+def _streamed(lines: list[str]) -> list[str]:
+    """The task lines of a streamed ``check`` ("[ k/N] LABEL task ..."), numbers taken off, in the order
+    the tasks finished."""
+    numbered = [line for line in lines if re.match(r"\[\s*\d+/\d+\] ", line)]
+    assert [int(line[1:].split("/")[0]) for line in numbered] == list(range(1, len(numbered) + 1)), lines
+    return [line.split("] ", 1)[1] for line in numbered]
+
+
 def test_check_all_solutions_exits_zero(cli):
     run = cli("check", "--all", "--solutions")  # a fresh seed every run: the seed is printed on failure
     assert_clean(run)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.strip().splitlines()
+    task_lines = _streamed(lines)
     # in CPU mode a task whose cases need a Hopper GPU (ws_matmul) is checked for structure only
     waiting = [t for t in TASKS if not tasks.get(t).runs_here(runtime.MODE)]
+    assert sorted(line.split()[1] for line in task_lines) == sorted(TASKS), run.stdout
     for task in TASKS:
         label = "GPU" if task in waiting else "PASS"
-        assert any(line.startswith(label) and line.split()[1] == task for line in lines), run.stdout
+        assert any(line.startswith(label) and line.split()[1] == task for line in task_lines), run.stdout
     passed = len(TASKS) - len(waiting)
     need = f"; {len(waiting)} need a Hopper GPU" if waiting else ""
-    assert lines[-1] == f"{passed} of {len(TASKS)} tasks pass{need}"
+    assert f"{passed} of {len(TASKS)} tasks pass{need}" in lines[-2:], run.stdout
+    if runtime.is_cpu():
+        assert "graded on a GPU only" in lines[-1]
 
 
 def test_check_all_exercises_one_todo_line_per_task(cli, progress_file):
@@ -42,9 +55,9 @@ def test_check_all_exercises_one_todo_line_per_task(cli, progress_file):
     assert_clean(run)
     assert run.returncode != 0
     lines = run.stdout.strip().splitlines()
-    task_lines, summary = lines[:-1], lines[-1]
+    task_lines, summary = _streamed(lines), lines[-1]
     assert len(task_lines) == len(TASKS), run.stdout
-    assert [line.split()[1] for line in task_lines] == TASKS
+    assert sorted(line.split()[1] for line in task_lines) == sorted(TASKS)
     assert all(line.startswith("TODO ") for line in task_lines), run.stdout
     assert summary == f"0 of {len(TASKS)} tasks pass"
     # the check was recorded in this test's progress file, not the learner's
