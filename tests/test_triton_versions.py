@@ -71,5 +71,7 @@ def test_untouched_exercises_fail_cleanly(triton_dir, tmp_path):
     run = _run(triton_dir, "check", "--all", tmp_path=tmp_path)
     assert run.returncode == 1
     lines = run.stdout.strip().splitlines()
-    assert all(line.startswith("TODO") for line in lines[:-1]), run.stdout
+    task_lines = [line.split("] ", 1)[1] for line in lines if line.startswith("[")]  # numbered as they finish
+    assert len(task_lines) == len(lines) - 2 and lines[-1].startswith("0 of "), run.stdout
+    assert all(line.startswith("TODO") for line in task_lines), run.stdout
     assert "Traceback" not in run.stdout + run.stderr

@@ -241,8 +241,8 @@ def grade_jobs(
     window holds it alone (``tiers.gpu_use``). A job that failed for want of GPU memory while others
     ran beside it is graded again at the end, alone. In CPU mode up to four jobs, or the number of
     cores. A job whose worker looks hung (silent for ``isolation.SLOW_FRACTION`` of a step's limit)
-    lets one more job start while it waits out its limit (at most twice ``workers`` at once), so a
-    room of hangs is not graded one limit at a time. ``sandboxed``: as for ``make_worker`` (a room
+    lets one more job start while it waits out its limit (at most twice ``workers``, and two a core,
+    at once), so a room of hangs is not graded one limit at a time. ``sandboxed``: as for ``make_worker`` (a room
     passes True, or False when the instructor said --unsandboxed)."""
     seed = secrets.randbelow(2**31) if seed is None else seed
     if sandboxed and not sandbox.available().ok:
@@ -264,8 +264,11 @@ def grade_jobs(
     workers = max(1, workers)
     free_lock = threading.Lock()
     slots = threading.BoundedSemaphore(workers)
-    # jobs started beside ones that look hung (silent for half a step's limit): at most as many again
-    extra = threading.BoundedSemaphore(workers)
+    # jobs started beside ones that look hung (silent for half a step's limit): at most as many again,
+    # and never more than two a core in all (a room already run at two a core gets none: an honest job
+    # beside hung ones keeps its share of the CPU, since its limits are wall-clock time)
+    room = max(0, min(workers, 2 * (os.cpu_count() or 1) - workers))
+    extra = threading.BoundedSemaphore(room) if room else None
 
     def graded(job: Job, on_slow=None, alone: bool = False) -> TaskResult:
         gpu = None
@@ -296,7 +299,7 @@ def grade_jobs(
 
         def looks_hung() -> None:
             with held_lock:
-                if held[0] == "slot" and extra.acquire(blocking=False):
+                if held[0] == "slot" and extra is not None and extra.acquire(blocking=False):
                     held[0] = "extra"
                     slots.release()
 
