@@ -70,8 +70,8 @@ def _record(spec, case, variant, t: timing.Timing, peaks: roofline.Peaks, **extr
     }
 
 
-def _bench_case(spec, entry, case, peaks: roofline.Peaks, log, full: bool = True) -> list[dict]:
-    """Time one case: the solution (twice when ``full``), torch eager and (when ``full``) torch.compile."""
+def _bench_case(spec, entry, case, peaks: roofline.Peaks, log) -> list[dict]:
+    """Time one case: the solution (twice), torch eager, the task's other baselines and torch.compile."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     inputs = spec.make_inputs(case, gen)
     ref_inputs = {k: v for k, v in inputs.items() if k not in spec.outputs}
@@ -92,11 +92,9 @@ def _bench_case(spec, entry, case, peaks: roofline.Peaks, log, full: bool = True
         log(f"{spec.name} {case.describe()}: the solution disagrees with the reference; not timed")
         return []
     del expected
-    rows = [_record(spec, case, "solution", timing.bench(solution), peaks, repeat=r) for r in (1, 2)[: 1 + full]]
+    rows = [_record(spec, case, "solution", timing.bench(solution), peaks, repeat=r) for r in (1, 2)]
     _still_computes(spec, case, inputs, solution, tol)
     rows.append(_record(spec, case, "torch_eager", timing.bench(eager), peaks))
-    if not full:
-        return rows
     for name, variant in (spec.bench_variants(case) if spec.bench_variants else {}).items():
         rows.append(_record(spec, case, name, timing.bench(lambda v=variant: v(**ref_inputs)), peaks))
     for mode in spec.compile_modes:
@@ -158,29 +156,6 @@ def _check_peaks(rows: list[dict], peaks: roofline.Peaks) -> tuple[roofline.Peak
         f"peaks measured again: a kernel ran at {top:.0%} of the roofline, so the peaks cached before were too low "
         f"(measured on a shared GPU?); now {new.bandwidth_gbs:.0f} GB/s, from {new.source}"
     )
-
-
-def performance_note(spec: tasks.TaskSpec, entry) -> list[str]:
-    """GPU only: a passing kernel's speed on the task's first benchmark case, against the roofline
-    and torch eager, as report lines. Never fails a task: a problem becomes a line of its own."""
-    if not spec.bench_cases:
-        return []
-    try:
-        peaks = roofline.gpu_peaks()
-        rows = _bench_case(spec, entry, spec.bench_cases[0], peaks, log=lambda *_: None, full=False)
-        peaks, rechecked = _check_peaks(rows, peaks)
-    except StaleResults:
-        raise  # the learner's: the worker reports it, and the grader fails the task
-    except Exception as e:  # a timing problem is not the learner's failure
-        return [f"performance not measured: {type(e).__name__}: {e}"]
-    if not rows:
-        return []
-    mine, eager = rows[0], rows[-1]
-    return [
-        f"performance on {runtime.gpu_info().name}, {mine['dtype']} {tuple(mine['shape'])}: "
-        f"{mine['median_ms'] * 1e3:.1f} us, {mine['gbs']:.0f} GB/s, {mine['roofline_fraction']:.0%} of the "
-        f"roofline; torch eager {eager['median_ms'] * 1e3:.1f} us ({eager['median_ms'] / mine['median_ms']:.2f}x yours)"
-    ] + ([rechecked] if rechecked else [])
 
 
 def bench_task(

@@ -171,28 +171,20 @@ def test_check_fraction_takes_what_another_process_measured_meanwhile(h200):
     assert measure.calls == 0
 
 
-def test_performance_note_measures_the_peaks_again_above_the_roofline(h200, monkeypatch):
+def test_bench_measures_the_peaks_again_above_the_roofline(h200, monkeypatch):
     """bench: a fraction of 170% against low cached peaks is recomputed against new ones, and said."""
     spec = tasks.get("vector_add")
     case = spec.bench_cases[0]
     roofline.gpu_peaks(measure=FakeMeasure(HALF_SHARED))
     floor_ms = roofline.floor(spec.bytes_moved(case), 0, HALF_SHARED).ms
-
-    def fake_bench_case(spec, entry, case, peaks, log, full=True):
-        fast = timing.Timing(floor_ms / 1.7, floor_ms / 1.7, floor_ms / 1.7, "fake")
-        return [
-            bench._record(spec, case, "solution", fast, peaks),
-            bench._record(spec, case, "torch_eager", fast, peaks),
-        ]
-
-    monkeypatch.setattr(bench, "_bench_case", fake_bench_case)
+    fast = timing.Timing(floor_ms / 1.7, floor_ms / 1.7, floor_ms / 1.7, "fake")
+    rows = [bench._record(spec, case, "solution", fast, HALF_SHARED)]
     measure = FakeMeasure(GOOD)
     monkeypatch.setattr(roofline, "measure_peaks", measure)
-    lines = bench.performance_note(spec, entry=None)
-    assert measure.calls == 1
-    assert "170%" not in lines[0]
-    assert f"{1.7 * HALF_SHARED.bandwidth_gbs / GOOD.bandwidth_gbs:.0%} of the roofline" in lines[0]
-    assert lines[1].startswith("peaks measured again: a kernel ran at 170% of the roofline"), lines
+    peaks, said = bench._check_peaks(rows, HALF_SHARED)
+    assert measure.calls == 1 and peaks.bandwidth_gbs == GOOD.bandwidth_gbs
+    assert rows[0]["roofline_fraction"] == pytest.approx(1.7 * HALF_SHARED.bandwidth_gbs / GOOD.bandwidth_gbs)
+    assert said.startswith("peaks measured again: a kernel ran at 170% of the roofline"), said
 
 
 # --------------------------------------------------------------------------------------------------

@@ -542,17 +542,22 @@ def run_task(
             if findings:
                 result.summary, result.details = precheck.describe(findings, path.name)
                 return result
-        setup = {
-            "file": str(copy),
-            "display": sources.display(path),
-            "entry": spec.entry,
-            "outputs": list(spec.outputs),
-            "forbid": sorted(spec.forbid_in_launcher),
-            "torch_task": spec.torch_task,
-            "mode": worker.mode,
-            "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
-        }
+        setup = _setup(spec, path, copy, worker)
         return _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start, bars)
+
+
+def _setup(spec: tasks.TaskSpec, path: Path, copy: Path, worker: Worker) -> dict:
+    """The worker's first message: the copy of the task file it imports, the launcher and the mode."""
+    return {
+        "file": str(copy),
+        "display": sources.display(path),
+        "entry": spec.entry,
+        "outputs": list(spec.outputs),
+        "forbid": sorted(spec.forbid_in_launcher),
+        "torch_task": spec.torch_task,
+        "mode": worker.mode,
+        "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
+    }
 
 
 def _graded(
@@ -770,8 +775,9 @@ def _slow_once(worker: Worker):
 
 def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str, what: str = "entry"):
     """Time ``what`` ("entry": the launcher; "baseline": the task's torch baseline, in the grader's own
-    worker only) on ``case`` by this process's clock (``tiers``). Returns (Timing, Outcome): the
-    outcome judges the output the timed calls left (a baseline's is not judged)."""
+    worker only) on ``case`` by this process's clock (``tiers``). Returns (Timing or None, Outcome): for
+    the launcher, the outcome judges one more call on fresh inputs after the windows (a baseline's output
+    is not judged)."""
     prepared = case_tools.prepare(spec, case, case_seed)
     with SharedCase(prepared.tensors) as shared:
         message = {
@@ -821,8 +827,8 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
                     return None, seconds
                 windows.append((reps, seconds))
         timing = tiers.per_call(windows)
-        reply, _ = ask({"kind": "speed_end"}, limit, "speed_done", most_data=16 * shared.nbytes + (1 << 20))
-        checked(claims.case_done, reply, {}, {})
+        reply, _ = ask({"kind": "speed_end"}, limit, "speed_done")
+        checked(claims.speed_step, reply)
     if what != "entry":
         return timing, case_tools.Outcome(True, "", [], PASS)
     # the timed calls' own output could be what an earlier call left in the same tensors: the output
@@ -870,12 +876,7 @@ def time_file(
         raise RuntimeError(f"{sources.display(path)} does not exist")
     out = {}
     with job_folder(spec.name, data) as (job_dir, copy):
-        setup = {
-            "file": str(copy), "display": sources.display(path), "entry": spec.entry, "outputs": list(spec.outputs),
-            "forbid": sorted(spec.forbid_in_launcher), "torch_task": spec.torch_task, "mode": worker.mode,
-            "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
-        }  # fmt: skip
-        session = _Session(setup, worker, job_dir)
+        session = _Session(_setup(spec, path, copy, worker), worker, job_dir)
         key = tiers.gpu_key(worker.env)
         gpu = worker.mode == runtime.GPU
         try:

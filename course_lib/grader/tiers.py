@@ -43,7 +43,6 @@ from pathlib import Path
 from .. import runtime, tasks
 
 WORKS, FAST, EXPERT = "works", "fast", "expert"
-TIERS = (WORKS, FAST, EXPERT)
 WINDOW_S = 0.05  # the length of one timing window (R calls): the message's own cost is under 1% of it
 WINDOWS = 7
 SLOW_CALL_S = 0.25  # a call this slow is timed one call at a time (three of them)
@@ -141,7 +140,7 @@ def decide(spec: tasks.TaskSpec, mine: Timing, bars: Bars, case: tasks.Case) -> 
         fraction = min(1.0, bars.roofline_s / mine.seconds)
     figures = [
         f"torch eager {bars.eager.us:.1f} us ({bars.eager.seconds / mine.seconds:.2f}x yours)",
-        f"the course's solution {bars.solution.us:.1f} us",
+        f"the course's solution {bars.solution.us:.1f} us (both timed here {bars.measured} UTC)",
     ]
     if fraction is not None:
         figures.append(f"{fraction:.0%} of the roofline")

@@ -333,13 +333,12 @@ class _Worker:
             spec = tasks.get(message["task"])
             baseline = spec.baseline or spec.reference
             inputs = {k: v for k, v in kwargs.items() if k not in outputs}
-            self.timed = {"mapped": mapped, "call": lambda: baseline(**inputs), "guard": None, "returned": None}
+            self.timed = {"mapped": mapped, "call": lambda: baseline(**inputs), "guard": None}
         else:
             allowed = ALLOWED_IN_LAUNCHER - frozenset(self.setup["forbid"])
             torch_task = bool(self.setup.get("torch_task"))
             guard = None if torch_task else (lambda: launcher_torch_guard(allowed, (str(self.path),)))
-            self.timed = {"mapped": mapped, "call": lambda: self.entry(**kwargs), "guard": guard, "returned": None}
-        self.timed["inputs"] = {k: v for k, v in mapped.tensors.items() if k not in outputs}
+            self.timed = {"mapped": mapped, "call": lambda: self.entry(**kwargs), "guard": guard}
         reply = self._timed_calls(1)
         reply["kind"] = "speed_ready"
         _send(self.conn, reply)
@@ -354,7 +353,7 @@ class _Worker:
         try:
             with hooks.watch_launches() as watch, (timed["guard"] or contextlib.nullcontext)():
                 for _ in range(reps):
-                    timed["returned"] = timed["call"]()
+                    timed["call"]()
             if self.gpu:
                 torch.cuda.synchronize()
             reply["launch_count"] = len(watch.launches)
@@ -370,7 +369,7 @@ class _Worker:
     def speed_end(self, message: dict) -> None:
         """The timed calls are over: their tensors are let go (the grader judges one more call, a case)."""
         self.timed = None
-        _send(self.conn, {"kind": "speed_done", "error": None, "launches": [], "flow": None, "returned": None})
+        _send(self.conn, {"kind": "speed_done", "error": None, "launch_count": 0})
 
 
 LOG_LIMIT_BYTES = 256 << 20  # what the worker may print or write to any one file
