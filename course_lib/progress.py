@@ -13,28 +13,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import filelock
 from .runtime import course_root
 
 
 def progress_path() -> Path:
     env = os.environ.get("COURSE_PROGRESS")
     return Path(env).expanduser() if env else course_root() / "progress.json"
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = open(path.with_name(path.name + ".lock"), "a")
-    try:
-        try:
-            import fcntl
-
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        except ImportError:  # Windows: single-user use, no lock
-            pass
-        yield
-    finally:
-        lock.close()
 
 
 def load(path: Path | None = None) -> dict:
@@ -71,7 +56,7 @@ def _write(path: Path, data: dict) -> None:
 def update(change, path: Path | None = None) -> dict:
     """Apply ``change(data)`` to the progress file under the lock and write it atomically."""
     path = path or progress_path()
-    with _locked(path):
+    with filelock.held(path.with_name(path.name + ".lock")):
         data = load(path)
         change(data)
         _write(path, data)

@@ -19,17 +19,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from . import runtime
-
-try:
-    import fcntl
-except ImportError:  # Windows: no lock; processes that start at once may each measure
-    fcntl = None
+from . import filelock, runtime
 
 
 @dataclass(frozen=True)
@@ -148,25 +142,6 @@ def _read_fallback(path: Path, gpu_name: str) -> Peaks | None:
     return replace(datasheet_peaks(gpu_name), source=source) if 0 <= age < FALLBACK_S else None
 
 
-@contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """Held while peaks are measured: one process of this machine measures, the others wait."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        handle = open(path.with_name(path.name + ".lock"), "a") if fcntl else None
-    except OSError:
-        handle = None
-    if handle is None:
-        yield
-        return
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def measure_peaks() -> Peaks:
     """Measure copy bandwidth and matmul rates on this GPU (a few seconds). GPU mode only."""
     from . import timing
@@ -247,7 +222,7 @@ def gpu_peaks(remeasure: bool = False, measure: Callable[[], Peaks] | None = Non
         known = _read_cached(path, info.name) or _read_fallback(path, info.name)
         if known is not None:
             return known
-    with _lock(path):
+    with filelock.held(path.with_name(path.name + ".lock")):
         # another process may have measured while this one waited for the lock
         cached = _read_cached(path, info.name)
         if cached is not None and cached != stale:
@@ -274,7 +249,7 @@ def check_fraction(fraction: float, peaks: Peaks, measure: Callable[[], Peaks] |
     if info is None:
         return peaks
     path = _cache_file(info.name)
-    with _lock(path):
+    with filelock.held(path.with_name(path.name + ".lock")):
         cached = _read_cached(path, info.name)
         if cached is not None and cached != peaks:
             return cached  # measured again by another process meanwhile

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import bench, roofline, runtime, tasks, timing
+from course_lib import bench, filelock, roofline, runtime, tasks, timing
 
 H200 = runtime.GpuInfo("NVIDIA H200", (9, 0), 132, 139.8, 60.0)
 TFLOPS = {"bfloat16": 758.1, "float16": 728.5, "float32": 51.2}
@@ -211,7 +211,7 @@ def _child(cache: str, log: str, out: str, go) -> None:
     Path(out).write_text(json.dumps(peaks.to_dict()))
 
 
-@pytest.mark.skipif(roofline.fcntl is None, reason="no fcntl: no lock on this platform")
+@pytest.mark.skipif(filelock.fcntl is None, reason="no fcntl: no lock on this platform")
 @pytest.mark.timeout(30)
 def test_two_processes_measure_once(tmp_path):
     # fork: fast, and no import of course_lib in the children (spawn elsewhere: each child imports it)

@@ -12,7 +12,6 @@ reported after about FLOOR_S seconds, not after the whole task's budget.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
@@ -21,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import runtime
+from .. import filelock, runtime
 
 FACTOR = 10.0
 FLOOR_S = 15.0
@@ -83,22 +82,6 @@ def _cache_file(mode: str) -> Path:
     return root / f"limits-{mode}-triton{triton.__version__}-{host}.json"
 
 
-_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _LOCK, open(path.with_suffix(".lock"), "a") as handle:
-        try:
-            import fcntl
-
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        except ImportError:
-            pass
-        yield
-
-
 def read(mode: str, task: str, solution_sha: str) -> Timed | None:
     path = _cache_file(mode)
     try:
@@ -119,7 +102,7 @@ def read(mode: str, task: str, solution_sha: str) -> Timed | None:
 
 def write(mode: str, task: str, solution_sha: str, timed: Timed) -> None:
     path = _cache_file(mode)
-    with _file_lock(path):
+    with filelock.held(path.with_suffix(".lock")):
         try:
             table = json.loads(path.read_text())
             if not isinstance(table, dict):

@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import runtime, tasks
+from .. import filelock, runtime, tasks
 
 WORKS, FAST, EXPERT = "works", "fast", "expert"
 WINDOW_S = 0.05  # the length of one timing window (R calls): the message's own cost is under 1% of it
@@ -192,27 +192,6 @@ def gpu_key(env: dict | None = None) -> str:
     return "0"
 
 
-_THREAD_LOCKS: dict[str, threading.Lock] = {}
-_THREAD_LOCKS_LOCK = threading.Lock()
-
-
-def _flock(path: Path, exclusive: bool) -> int:
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _unlock(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)  # closing the descriptor releases its flock
-
-
 @contextlib.contextmanager
 def gpu_use(key: str, exclusive: bool):
     """Hold GPU ``key`` shared (a grading step) or exclusively (a timing window), across processes.
@@ -220,28 +199,22 @@ def gpu_use(key: str, exclusive: bool):
     Two files: a gate and the lock itself. A step passes the gate (briefly, exclusively) and then
     takes the lock shared; a timer takes the gate and holds it while it waits for the lock, so no new
     step starts while it waits, and the steps already running finish first."""
-    try:
-        import fcntl  # noqa: F401  (POSIX only: elsewhere there is one grader and no lock)
-    except ImportError:
-        yield
-        return
     folder = _locks_dir()
     gate_path, lock_path = folder / f"gpu-{key}.gate", folder / f"gpu-{key}.lock"
-    gate = _flock(gate_path, exclusive=True)
+    gate = filelock.acquire(gate_path, exclusive=True)
     try:
-        lock = _flock(lock_path, exclusive=exclusive)
+        lock = filelock.acquire(lock_path, exclusive=exclusive)
     except BaseException:
-        _unlock(gate)
+        filelock.release(gate)
         raise
     if not exclusive:
-        _unlock(gate)
+        filelock.release(gate)
         gate = None
     try:
         yield
     finally:
-        _unlock(lock)
-        if gate is not None:
-            _unlock(gate)
+        filelock.release(lock)
+        filelock.release(gate)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -297,16 +270,5 @@ def cache_lock(name: str):
     once per machine (time limits, speed bars) is measured by the first grader, and the others wait
     for it and read it."""
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-    with _THREAD_LOCKS_LOCK:
-        local = _THREAD_LOCKS.setdefault(safe, threading.Lock())
-    with local:
-        try:
-            import fcntl  # noqa: F401
-        except ImportError:
-            yield
-            return
-        fd = _flock(_locks_dir() / f"{safe}.lock", exclusive=True)
-        try:
-            yield
-        finally:
-            _unlock(fd)
+    with filelock.held(_locks_dir() / f"{safe}.lock"):
+        yield
