@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--verbose", action="store_true", help="print each learner's full report")
     g.add_argument(
         "--speed-points", action="store_true",
-        help="GPU only: up to 1 point more per task for speed (min(1, fraction of the roofline / 0.8))",
+        help="GPU only: points for speed on top of a pass (fast tier 0.5, expert tier 1)",
     )  # fmt: skip
     g.add_argument(
         "--unsandboxed", action="store_true",

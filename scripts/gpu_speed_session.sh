@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 22 on a GPU, in one call per step: speed tiers, correct alternatives, and a room's time.
 #   OUT=/some/dir bash scripts/gpu_speed_session.sh [steps...]
-# steps, run in the order given (default: check slow good): doctor check slow good wrong room
+# steps, run in the order given (default: check slow good): doctor overhead check slow good wrong room
 # CHECK_AGAIN=0: the check step grades once (the first time on a machine measures limits and bars)
+#   overhead  scripts/launch_overhead.py: each solution's timed call bare and under each layer of the worker
 #   check  check --all --solutions twice: the first run measures the time limits and the speed bars
 #          (once per machine), the second is what a grader meets afterwards; each timed
 #   slow   the deliberately slow correct kernels of tests/slow: each must PASS with speed tier "works"
@@ -41,6 +42,10 @@ cat "$OUT/machine.txt"
 step_doctor() {
   $py -m course_lib doctor > "$OUT/doctor.txt" 2>&1
   tail -3 "$OUT/doctor.txt"
+}
+step_overhead() {
+  timeout 300 $py scripts/launch_overhead.py --out "$OUT/launch_overhead.json" > "$OUT/launch_overhead.txt" 2>&1
+  cat "$OUT/launch_overhead.txt"
 }
 step_check() {
   timed "check --all --solutions, first on this machine (limits and bars measured)" \

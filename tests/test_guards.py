@@ -457,3 +457,20 @@ def test_an_object_of_the_launchers_own_is_no_torch_argument(make):
 def test_a_tensor_type_with_a_dtype_converts_and_is_refused():
     with pytest.raises(guards.TorchComputeInLauncher, match="torch `type`"), guards.launcher_torch_guard():
         _X.type(torch.float64)
+
+
+def test_allocations_are_poisoned_in_graded_calls_and_not_in_timed_ones(monkeypatch):
+    """A graded call's allocations are filled with NaN (an element no kernel wrote shows); a timed
+    call's are not: the fill would be a pass over memory timed as the learner's."""
+    import torch
+
+    from course_lib.grader import guards
+
+    filled = []
+    monkeypatch.setattr(guards, "poison", lambda t: filled.append(t.numel()))
+    with guards.launcher_torch_guard():
+        torch.empty(8)
+    assert filled == [8]
+    with guards.launcher_torch_guard(poison_allocations=False):
+        torch.empty(8)
+    assert filled == [8]

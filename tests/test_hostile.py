@@ -86,6 +86,8 @@ KINDS = [
     kind("nan_injection", "vector_add", (FAIL, ("NaN computed by the kernel",)), (FAIL, ("NaN computed",))),
     kind("torch_compute", "vector_add", (FAIL, ("torch compute in the launcher", "torch `add`")),
          (FAIL, ("torch compute in the launcher",))),
+    kind("try_torch_first", "vector_add", (FAIL, ("torch `add`", "caught this error")),
+         (FAIL, ("torch `add`", "caught this error"))),
     kind("unmasked_loads", "vector_add", (FAIL, ("out-of-bounds access", "tl.load had no mask")),
          (FAIL, ("out-of-bounds access",))),
     # on a GPU the stores past the end change the guard elements, or fault: FAIL or CRASH

@@ -79,7 +79,7 @@ def test_the_report_line_names_the_figures_and_what_the_next_tier_needs():
     decision = tiers.decide(spec, _mine(300), _bars(eager_us=100, solution_us=90, roof_us=80), spec.timed_case())
     assert decision.line.startswith("speed: WORKS - 300.0 us a call")
     assert "torch eager 100.0 us (0.33x yours)" in decision.line
-    assert "27% of the roofline" in decision.line
+    assert "27% of the hardware's roofline" in decision.line
     assert "fast needs as fast as torch eager (about 100.0 us)" in decision.line
     assert decision.roofline_fraction == pytest.approx(80 / 300, abs=1e-4)
 
@@ -196,6 +196,50 @@ def test_timed_calls_that_launch_an_empty_kernel_fail_on_the_checked_call(tmp_pa
     timing, outcome = isolation.time_file(_small("vector_add"), folder, Worker(), limits.GENEROUS)["entry"]
     assert timing is not None and not outcome.ok
     assert "NaN" in outcome.summary or "wrong" in outcome.summary or "mismatch" in outcome.summary, outcome.summary
+
+
+@pytest.mark.timeout(300)
+def test_timed_calls_that_compute_with_torch_fail_though_they_catch_the_refusal(tmp_path, scratch_cache):
+    """Timed calls run without the launcher torch guard (it costs more than many kernels take), but one
+    call in each window runs under it: a launcher that tries torch first and falls back to a kernel
+    when refused is caught there."""
+    source = (Path(__file__).parent / "hostile" / "try_torch_first" / "vector_add.py").read_text()
+    folder = _write(tmp_path / "try_torch", "vector_add", source)
+    timing, outcome = isolation.time_file(_small("vector_add"), folder, Worker(), limits.GENEROUS)["entry"]
+    assert timing is None and not outcome.ok
+    assert "torch `add`" in outcome.summary + " ".join(outcome.details), outcome
+
+
+@pytest.mark.timeout(300)
+def test_timed_calls_faster_than_the_hardware_allows_fail(tmp_path, scratch_cache, monkeypatch):
+    """Calls that ran faster than the datasheet's peaks allow for the case's bytes and FLOPs cannot all
+    have done the work (a launcher that computes once a window and skips the rest): the task fails."""
+    monkeypatch.setattr(tiers, "physical_floor_s", lambda spec, case: 3600.0)
+    honest = LAZY_WHEN_TIMED.replace("    if x.numel() == 100_003 and len(SEEN) > 1:\n        return out\n", "")
+    folder = _write(tmp_path / "too_fast", "vector_add", honest)
+    timing, outcome = isolation.time_file(_small("vector_add"), folder, Worker(), limits.GENEROUS)["entry"]
+    assert timing is not None and not outcome.ok
+    assert "cannot all have done the work" in outcome.summary, outcome.summary
+
+
+def test_the_physical_floor_is_the_datasheet_with_the_l2_left_out(monkeypatch):
+    from course_lib import roofline, runtime
+
+    h200 = runtime.GpuInfo(name="NVIDIA H200", capability=(9, 0), sm_count=132, memory_gib=139.8, l2_mib=60.0)
+    monkeypatch.setattr(runtime, "gpu_info", lambda: h200)
+    copy = tasks.get("vector_copy")
+    case = copy.timed_case()
+    beyond_l2 = copy.bytes_moved(case) - tiers.L2_ALLOWANCE_BYTES
+    assert tiers.physical_floor_s(copy, case) == pytest.approx(beyond_l2 / 4800e9)
+    matmul = tasks.get("tiled_matmul")
+    case = matmul.timed_case()
+    assert tiers.physical_floor_s(matmul, case) == pytest.approx(matmul.flops(case) / 989e12)
+    # the roofline the report quotes is the hardware's too: never above 100% for a kernel that passed
+    assert tiers.roofline_seconds(matmul, case) == pytest.approx(
+        roofline.floor(matmul.bytes_moved(case), matmul.flops(case), roofline.DATASHEET["H200"], "bfloat16").ms * 1e-3
+    )
+    monkeypatch.setattr(runtime, "gpu_info", lambda: None)
+    assert tiers.physical_floor_s(copy, copy.timed_case()) is None
 
 
 @pytest.mark.timeout(300)
@@ -389,3 +433,25 @@ def test_the_slow_correct_kernels_got_the_lowest_tier_on_the_h200():
         spec = tasks.get(task)
         decision = tiers.decide(spec, _mine(mine_us), _bars(eager_us, solution_us), spec.timed_case())
         assert decision.tier == tiers.WORKS, decision.line
+
+
+def test_the_bars_are_timed_in_a_worker_like_the_learners(scratch_cache, monkeypatch):
+    """A sandboxed worker pays more for each launch on the host than an unsandboxed one (measured on the
+    H200, results/grader_h200/speed_2026-12-03_host_cost): the solution and the baseline are timed in
+    a worker sandboxed where the learner's is, and each kind is cached apart."""
+    import course_lib.grader as grader
+    from course_lib import runtime
+
+    h200 = runtime.GpuInfo(name="NVIDIA H200", capability=(9, 0), sm_count=132, memory_gib=139.8, l2_mib=60.0)
+    monkeypatch.setattr(runtime, "gpu_info", lambda: h200)
+    seen = []
+
+    def timed(spec, source_dir, worker, limits, seed=0):
+        seen.append(worker.sandboxed)
+        return {"solution": tiers.Timing(50e-6, 0.02, 1000), "eager": tiers.Timing(60e-6, 0.02, 1000)}
+
+    monkeypatch.setattr(grader, "time_reference", timed)
+    spec = tasks.get("vector_add")
+    for sandboxed in (True, False, True):
+        grader.speed_bars(spec, Worker(mode="gpu", sandboxed=sandboxed))
+    assert seen == [True, False]  # the third was read from the cache

@@ -127,24 +127,30 @@ def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = Non
 def speed_bars(spec: tasks.TaskSpec, worker: Worker) -> tiers.Bars:
     """What ``spec``'s speed tiers are measured against on this GPU: the course's solution and the torch
     baseline, timed by the grader's clock in a worker of the grader's own (the course's code, no
-    learner's), once per machine and set of versions (cached; a changed solution is timed again)."""
+    learner's; sandboxed where the learner's is), once per machine and set of versions (cached; a
+    changed solution is timed again)."""
     solution_dir = sources.resolve("solutions")
     case = spec.timed_case()
     gpu = runtime.gpu_info()
-    key = f"{file_sha256(solution_dir / f'{spec.name}.py')}|{case.describe()}|{gpu.name if gpu else '?'}"
-    bars = tiers.read_bars(spec.name, key)
+    sha = file_sha256(solution_dir / f"{spec.name}.py")
+    # timed in a worker like the learner's (sandboxed where theirs is): a sandboxed process pays more
+    # for each launch on the host, and a bar must be timed as the kernel it is compared with
+    where = "sandboxed" if worker.sandboxed else "plain"
+    key = f"{tiers.PROTOCOL}|{sha}|{case.describe()}|{gpu.name if gpu else '?'}|{where}"
+    entry = f"{spec.name} ({where})"  # the cache keeps one entry of each kind
+    bars = tiers.read_bars(entry, key)
     if bars is not None:
         return bars
     with tiers.cache_lock(f"bars-{spec.name}"):
-        bars = tiers.read_bars(spec.name, key)
+        bars = tiers.read_bars(entry, key)
         if bars is None:
-            own = Worker(mode=worker.mode, env=dict(worker.env), sandboxed=False)
+            own = Worker(mode=worker.mode, env=dict(worker.env), sandboxed=worker.sandboxed, hidden=worker.hidden)
             timed = time_reference(spec, solution_dir, own, limits.GENEROUS)
             bars = tiers.Bars(
                 timed["eager"], timed["solution"], tiers.roofline_seconds(spec, case),
                 gpu.name if gpu else "this GPU", time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
             )  # fmt: skip
-            tiers.write_bars(spec.name, key, bars)
+            tiers.write_bars(entry, key, bars)
     return bars
 
 

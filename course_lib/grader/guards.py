@@ -77,6 +77,19 @@ def _plain_types() -> frozenset:
     )  # fmt: skip
 
 
+def _odd_arguments(args: tuple, kwargs: dict, plain: frozenset, atomic: frozenset) -> str | None:
+    """``_odd_argument`` of a call's arguments, with a fast path for the common call whose arguments
+    are all tensors, numbers, strings, dtypes or None."""
+    for value in args:
+        if type(value) not in atomic and (odd := _odd_argument(value, plain, 1)) is not None:
+            return odd
+    for key, value in kwargs.items():
+        for item in (key, value):
+            if type(item) not in atomic and (odd := _odd_argument(item, plain, 1)) is not None:
+                return odd
+    return None
+
+
 def _odd_argument(value, plain: frozenset, depth: int = 0) -> str | None:
     """The first argument (looked into tuples, lists, dicts and slices) of a type other than the plain ones:
     its methods would run as learner code inside torch's own call, where the guard does not see."""
@@ -99,13 +112,28 @@ def _odd_argument(value, plain: frozenset, depth: int = 0) -> str | None:
     return None
 
 
+_NAMES: dict = {}
+
+
 def _short_name(func) -> str:
+    """The torch function's short name (``empty_like``, ``data_ptr``), remembered per function: the
+    guard runs on every torch call of a timed launcher, so it must cost little."""
+    try:
+        return _NAMES[func]
+    except (KeyError, TypeError):
+        pass
     from torch.overrides import resolve_name
 
     name = resolve_name(func) or getattr(func, "__name__", repr(func))
     if name.endswith(".__get__"):
         name = name[: -len(".__get__")]
-    return name.rsplit(".", 1)[-1]
+    name = name.rsplit(".", 1)[-1]
+    try:
+        if len(_NAMES) < 4096:
+            _NAMES[func] = name
+    except TypeError:  # an unhashable callable: named each time
+        pass
+    return name
 
 
 def _where_in(paths: tuple[str, ...]) -> str:
@@ -122,18 +150,34 @@ def _where_in(paths: tuple[str, ...]) -> str:
     return "the launcher"
 
 
-def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_files: tuple[str, ...] = ()):
+def launcher_torch_guard(
+    allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_files: tuple[str, ...] = (), poison_allocations: bool = True
+):
     """A torch function mode that raises TorchComputeInLauncher on any torch call outside ``allowed``.
 
     Calls Triton makes inside a launch (its own bookkeeping) pass through; calls made there by the
     learner's code (a heuristic, a hook, a kernel body the interpreter runs as Python) do not.
+    ``poison_allocations``: what the launcher allocates is filled with NaN (a graded case: an output
+    element no kernel wrote shows); off for timed calls, where the fill would be a pass over memory
+    that the learner's launcher never asked for.
     """
+    import torch
     from torch.overrides import TorchFunctionMode
 
     files = frozenset(learner_files)
     plain = _plain_types()
+    atomic = plain - {tuple, list, dict, slice, torch.Size}
 
     class _Guard(TorchFunctionMode):
+        # the first refusal, kept: a launcher that catches the error (try torch, fall back to a kernel)
+        # is still told, and its call fails
+        violation: str | None = None
+
+        def _refuse(self, message: str):
+            if self.violation is None:
+                self.violation = message
+            raise TorchComputeInLauncher(message)
+
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             w = current_watch()
@@ -143,24 +187,24 @@ def launcher_torch_guard(allowed: frozenset[str] = ALLOWED_IN_LAUNCHER, learner_
             if name in _SHOWN_WITHOUT_VALUES and args and hasattr(args[0], "shape"):
                 return _described(args[0])
             if name not in allowed and not (name == "type" and len(args) == 1 and not kwargs):  # x.type(): a string
-                raise TorchComputeInLauncher(
+                self._refuse(
                     f"the launcher called torch `{name}` ({_where_in(learner_files)}). A launcher may "
                     "allocate outputs, make views and read shapes; the computing belongs in the kernel."
                 )
-            odd = _odd_argument((args, kwargs), plain)
+            odd = _odd_arguments(args, kwargs, plain, atomic)
             if odd is not None:
-                raise TorchComputeInLauncher(
+                self._refuse(
                     f"the launcher passed torch `{name}` a {odd} ({_where_in(learner_files)}). Torch calls "
                     "Python methods of such an object (__index__, __len__, __getitem__, ...) while it runs, out of "
                     "the grader's sight: pass plain ints, floats, tuples, slices, dtypes and tensors (int(n), "
                     "tuple(shape))."
                 )
             out = func(*args, **kwargs)
-            if name in _POISONED_ALLOCATIONS and hasattr(out, "fill_"):
+            if poison_allocations and name in _POISONED_ALLOCATIONS and hasattr(out, "fill_"):
                 poison(out)
             if name in _VIEWS_UNLESS_COPIED and _copied(args, out):
                 what = "indexing" if name == "__getitem__" else f"`{name}`"
-                raise TorchComputeInLauncher(
+                self._refuse(
                     f"the launcher called torch {what} ({_where_in(learner_files)}) in a way that makes a copy, not "
                     "a view: a pass over memory that torch makes, not your kernel. Index with slices and integers "
                     "only, and read the tensor through its strides in the kernel (pass x.stride(0) and "

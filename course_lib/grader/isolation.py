@@ -831,10 +831,24 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
         checked(claims.speed_step, reply)
     if what != "entry":
         return timing, case_tools.Outcome(True, "", [], PASS)
+    floor = tiers.physical_floor_s(spec, case)
+    if floor is not None and timing.seconds < floor:
+        return timing, case_tools.Outcome.failed(
+            f"the timed calls took {timing.us:.1f} us a call, under the {floor * 1e6:.1f} us that this GPU's "
+            "datasheet allows for the case's bytes and FLOPs: they cannot all have done the work",
+            [f"timed case: {case.describe()}"],
+        )
     # the timed calls' own output could be what an earlier call left in the same tensors: the output
     # judged is that of one more call on fresh inputs at the timed shape, a case like any other
     device = "cuda" if _cuda_here() else None
-    outcome = _one_case(spec, case, case_seed + 1, ask, checked, limit, device=device)
+
+    def unlocked(message, limit, kind, fd=None, most_data=None, lock=True):
+        return ask(message, limit, kind, fd, most_data, lock=False)
+
+    # the reference is computed on this GPU: under the GPU's shared lock like the call, so that no
+    # other job's timing window runs beside it
+    with tiers.gpu_use(key, exclusive=False) if device else contextlib.nullcontext():
+        outcome = _one_case(spec, case, case_seed + 1, unlocked, checked, limit, device=device)
     return timing, outcome
 
 

@@ -53,7 +53,8 @@ CACHE_DAYS = 7.0  # bars measured longer ago than this are measured again
 
 @dataclass(frozen=True)
 class Timing:
-    """One thing's time per call on the timed case: the median and the spread ((max - min) / median)."""
+    """One thing's time per call on the timed case: the fastest window's, and the spread (the third
+    fastest window's time against it)."""
 
     seconds: float
     spread: float
@@ -99,7 +100,7 @@ class Bars:
 
     eager: Timing
     solution: Timing
-    roofline_s: float | None  # the bytes/FLOPs model's time at this GPU's peaks
+    roofline_s: float | None  # the bytes/FLOPs model's time at this GPU's peaks (``roofline_seconds``)
     gpu: str
     measured: str  # when (UTC, "YYYY-MM-DD HH:MM")
 
@@ -143,7 +144,7 @@ def decide(spec: tasks.TaskSpec, mine: Timing, bars: Bars, case: tasks.Case) -> 
         f"the course's solution {bars.solution.us:.1f} us (both timed here {bars.measured} UTC)",
     ]
     if fraction is not None:
-        figures.append(f"{fraction:.0%} of the roofline")
+        figures.append(f"{fraction:.0%} of the hardware's roofline")
     nxt = ""
     if tier == WORKS:
         nxt = f"; fast needs {tiers.fast.describe()} (about {fast_s * 1e6:.1f} us)"
@@ -156,19 +157,62 @@ def decide(spec: tasks.TaskSpec, mine: Timing, bars: Bars, case: tasks.Case) -> 
     return Decision(tier, line, round(mine.us, 3), None if fraction is None else round(fraction, 4))
 
 
-def roofline_seconds(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
-    """The time the task's bytes/FLOPs model allows on this GPU (its measured peaks), or None."""
+def _model(spec: tasks.TaskSpec, case: tasks.Case) -> tuple[int, int, str] | None:
+    """(bytes, FLOPs, the dtype whose rate applies) of the task's cost model for ``case``, or None."""
     if spec.bytes_moved is None and spec.flops is None:
         return None
+    dtype = str(case.dtype).replace("torch.", "") if spec.tensor_cores else "float32"
+    return (spec.bytes_moved(case) if spec.bytes_moved else 0), (spec.flops(case) if spec.flops else 0), dtype
+
+
+def _datasheet() -> object | None:
+    """This GPU's datasheet peaks (``roofline.DATASHEET``), or None for a GPU the table does not list."""
+    from .. import roofline
+
+    info = runtime.gpu_info()
+    return roofline._datasheet_for(info.name) if info is not None else None
+
+
+def roofline_seconds(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
+    """The time the task's bytes/FLOPs model allows on this GPU: at its datasheet peaks (the hardware's
+    roof) where ``roofline.DATASHEET`` lists it, else at its measured peaks; None without a model."""
     try:
         from .. import roofline
 
-        dtype = str(case.dtype).replace("torch.", "") if spec.tensor_cores else "float32"
-        n_bytes = spec.bytes_moved(case) if spec.bytes_moved else 0
-        n_flops = spec.flops(case) if spec.flops else 0
-        seconds = roofline.floor(n_bytes, n_flops, roofline.gpu_peaks(), dtype).ms * 1e-3
+        model = _model(spec, case)
+        if model is None:
+            return None
+        n_bytes, n_flops, dtype = model
+        peaks = _datasheet() or roofline.gpu_peaks()
+        seconds = roofline.floor(n_bytes, n_flops, peaks, dtype).ms * 1e-3
         return seconds if seconds > 0 else None
     except Exception:  # no peaks: the tier is decided without the roofline
+        return None
+
+
+# The timing protocol's version: bars timed by another protocol are timed again.
+PROTOCOL = "timing-2"
+
+# What the L2 cache may keep between timed calls (the H100's and H200's is 50 MB): bytes a kernel reads
+# again from there need not come from memory, so the physical floor counts only the bytes beyond it.
+L2_ALLOWANCE_BYTES = 64 << 20
+
+
+def physical_floor_s(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
+    """The least time a call of ``case`` can take on this GPU: the model's FLOPs at the datasheet's peak
+    rate, and its bytes beyond what the L2 may hold at the datasheet's bandwidth. None where the GPU
+    is not in the datasheet table or the task has no model. Timed calls faster than this did not all
+    do the work."""
+    try:
+        from .. import roofline
+
+        model, sheet = _model(spec, case), _datasheet()
+        if model is None or sheet is None:
+            return None
+        n_bytes, n_flops, dtype = model
+        floor = roofline.floor(max(0, n_bytes - L2_ALLOWANCE_BYTES), n_flops, sheet, dtype)
+        return floor.ms * 1e-3 if floor.ms > 0 else None
+    except Exception:
         return None
 
 

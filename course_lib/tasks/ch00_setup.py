@@ -18,7 +18,7 @@ def _reference(x: torch.Tensor) -> torch.Tensor:
 register(
     TaskSpec(
         name="vector_copy",
-        speed=SpeedTiers(case=Case((16 * 2**20,), torch.float32, "timed")),
+        speed=SpeedTiers(case=Case((64 * 2**20,), torch.float32, "timed")),
         chapter="00",
         title="Copy a vector (your first check)",
         entry="vector_copy",

@@ -18,7 +18,7 @@ def _add_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 register(
     TaskSpec(
         name="vector_add",
-        speed=SpeedTiers(case=Case((16 * 2**20,), torch.float32, "timed")),
+        speed=SpeedTiers(case=Case((64 * 2**20,), torch.float32, "timed")),
         chapter="02",
         title="Add two vectors, one block per program",
         entry="vector_add",
@@ -66,7 +66,7 @@ def _scaled_cases(mode: str) -> list[Case]:
 register(
     TaskSpec(
         name="scaled_add",
-        speed=SpeedTiers(case=Case((16 * 2**20,), torch.float32, "timed")),
+        speed=SpeedTiers(case=Case((64 * 2**20,), torch.float32, "timed")),
         chapter="02",
         title="alpha * x + y on lengths no block divides, from misaligned pointers",
         entry="scaled_add",

@@ -6,7 +6,7 @@ import torch
 
 from .. import runtime
 from ..compilation import autotuners_in, describe_config
-from . import Case, TaskSpec, elementwise_cases, nbytes, register
+from . import Case, SpeedTiers, TaskSpec, elementwise_cases, nbytes, register
 from .ch02_first_kernel import scaled_add_inputs, scaled_add_reference  # the same alpha * x + y
 
 # Lengths the re-tuning check launches with: five in one power-of-two class (4097 to 8192), then one
@@ -160,6 +160,7 @@ register(
         bytes_moved=lambda case: nbytes(case, 3),
         flops=lambda case: 2 * case.shape[0],
         bench_cases=[Case((PERF_SIZE,), torch.float32, "bench")],
+        speed=SpeedTiers(case=Case((4 * PERF_SIZE,), torch.float32, "timed")),
         probe=f"{__name__}:probe_autotune",
         judge=judge_autotune,
         hints=[

@@ -109,7 +109,7 @@ def _gelu_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
 register(
     TaskSpec(
         name="fused_bias_gelu",
-        speed=SpeedTiers(case=Case((4096, 8192), BF16, "timed", params=(("approximate", "tanh"),))),
+        speed=SpeedTiers(case=Case((16384, 8192), BF16, "timed", params=(("approximate", "tanh"),))),
         chapter="04",
         title="bias + GELU (tanh and erf forms) in one pass",
         entry="fused_bias_gelu",
@@ -240,7 +240,7 @@ def _dropout_cases(mode: str) -> list[Case]:
 register(
     TaskSpec(
         name="residual_dropout",
-        speed=SpeedTiers(case=Case((16 * 2**20,), BF16, "timed", params=(("p", 0.1),))),
+        speed=SpeedTiers(case=Case((128 * 2**20,), BF16, "timed", params=(("p", 0.1),))),
         chapter="04",
         title="residual + dropout(x) with a seed: the same mask on every run",
         entry="residual_dropout",

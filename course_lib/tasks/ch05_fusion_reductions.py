@@ -110,7 +110,7 @@ _SOFTMAX_HINTS = [
 register(
     TaskSpec(
         name="softmax",
-        speed=SpeedTiers(case=Case((16384, 4096), BF16, "timed")),
+        speed=SpeedTiers(case=Case((65536, 4096), BF16, "timed")),
         chapter="05",
         title="numerically stable row softmax, one pass over memory",
         entry="softmax",
@@ -155,7 +155,7 @@ _LAYERNORM_TOLERANCE[F32] = Tolerance(rtol=1e-4, atol=1e-5, norm=1e-5)
 register(
     TaskSpec(
         name="layernorm",
-        speed=SpeedTiers(case=Case((16384, 4096), BF16, "timed")),
+        speed=SpeedTiers(case=Case((65536, 4096), BF16, "timed")),
         chapter="05",
         title="layernorm forward: mean, variance, scale and shift in one pass",
         entry="layernorm",
