@@ -25,12 +25,16 @@ def _cmd_list(args) -> int:
     from . import progress, tasks
 
     data = progress.load()
+    specs = tasks.all_tasks()
+    statuses = {spec.name: progress.status_of(spec.name, data) for spec in specs}
+    name_width = max(len(spec.name) for spec in specs)
+    status_width = max(28, *(len(status) for status in statuses.values()))  # a column, whatever the status says
     chapter = None
-    for spec in tasks.all_tasks():
+    for spec in specs:
         if spec.chapter != chapter:
             chapter = spec.chapter
             print(f"chapter {chapter}")
-        print(f"  {spec.name:<16} {progress.status_of(spec.name, data):<28} {spec.title}")
+        print(f"  {spec.name:<{name_width}} {statuses[spec.name]:<{status_width}} {spec.title}")
     return 0
 
 

@@ -19,7 +19,8 @@ MMAs finishing as late as allowed, and checks every rule (see that module's docs
 
     Wait(bar, phase)       mbarrier.wait(bar, phase)
     ExpectTx(bar, nbytes)  mbarrier.expect(bar, nbytes)
-    Load(k, slot, bar)     tma.async_copy_global_to_shared(desc, [off_m, k * BLOCK_K], bar, smem.index(slot))
+    Load(k, slot, bar)     tma.async_load(desc, [off_m, k * BLOCK_K], bar, smem.index(slot))
+                           (Triton 3.6 and 3.7 name it tma.async_copy_global_to_shared)
     Mma(slot)              acc = warpgroup_mma(a_smem.index(slot), b_smem.index(slot), acc, is_async=True)
     MmaWait(pending)       acc = warpgroup_mma_wait(num_outstanding=pending, deps=[acc])
     Arrive(bar)            mbarrier.arrive(bar, count=1)

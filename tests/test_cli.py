@@ -28,6 +28,17 @@ def test_list_shows_every_task_by_chapter(cli):
         assert lines[chapter_line] == f"chapter {spec.chapter}"
 
 
+def test_list_keeps_its_columns_whatever_the_status(cli, progress_file):
+    """The longest status ("checked here, needs a Hopper GPU") must not push its title out of line."""
+    progress_file.write_text(json.dumps({"tasks": {"ws_matmul": {"last_status": "needs_gpu"}}}))
+    run = cli("list")
+    assert run.returncode == 0
+    rows = [line for line in run.stdout.splitlines() if line.startswith("  ")]
+    starts = {line.index(spec.title) for spec in tasks.all_tasks() for line in rows if spec.title in line}
+    assert len(starts) == 1, run.stdout
+    assert "checked here, needs a Hopper GPU" in run.stdout
+
+
 def test_readme_chapters_table_lists_tasks_in_the_order_list_shows():
     """README's chapters table and ``list`` name each chapter's tasks in one order (the notebook's)."""
     import re

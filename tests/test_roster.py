@@ -246,6 +246,9 @@ def test_failures_group_by_their_normalized_message():
     assert path_a == path_b
     assert roster.normalize_message("the kernel doesn't compile") == "the kernel doesn't compile"
     assert roster.normalize_message("no Triton kernel was launched") != a
+    # the digits of a word are no number: a summary says float16, not floatN
+    said = roster.normalize_message("case 'tail' (float16) failed on sm_90 with 3 x 16-byte loads")
+    assert said == "case '…' (float16) failed on sm_90 with N x N-byte loads", said
 
 
 def test_the_summary_names_the_most_common_failure_per_task(tmp_path):

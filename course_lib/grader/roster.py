@@ -226,7 +226,8 @@ def score(task: str, status: str, tier: str | None, speed_points: bool) -> tuple
 
 
 _QUOTED = re.compile(r"(?<![A-Za-z0-9])'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# a number on its own, not the digits of a word (float16, sm_90, x1 stay as they are)
+_NUMBER = re.compile(r"(?<![A-Za-z_\d.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def normalize_message(message: str, learner: str = "") -> str:
