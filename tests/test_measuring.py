@@ -303,3 +303,39 @@ def test_flushed_bench_times_the_kernel_with_or_without_a_spin(simulated):
         sim = simulated(launch_us, kernel_us=7.0, flush_us=flush_us)
         t = timing.bench(sim.call, flush="read")
         assert t.median_ms * 1e3 == pytest.approx(7.0, rel=0.01), (launch_us, flush_us, t)
+
+
+def test_max_autotune_is_timed_at_its_best_and_says_which(monkeypatch):
+    """torch.compile max-autotune's CUDA graphs copy every input not marked static on each call: the
+    baseline compiles both ways a knowledgeable user would (graphs off; inputs marked static), keeps the
+    faster and names it. Other modes compile once."""
+    import torch
+
+    compiled_modes, static_when_compiled = [], []
+    x = torch.ones(4)
+
+    def fake_compile(fn, mode=None):
+        compiled_modes.append(mode)
+        static_when_compiled.append(getattr(x, "_dynamo_static_input_type", None) is not None)
+        return lambda **kw: fn(**kw)
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
+    times = iter([2.0, 1.0])  # the static way is faster here
+
+    def timer(call):
+        call()
+        return timing.Timing(next(times), 0.0, 0.0, "fake")
+
+    fn, how, _ = timing.compiled_at_best(lambda x: x + 1, "max-autotune", {"x": x}, timer)
+    assert how == "max-autotune, inputs marked static"
+    assert compiled_modes == ["max-autotune-no-cudagraphs", "max-autotune"]
+    assert static_when_compiled == [False, True]
+    assert torch.equal(fn(x=x), x + 1)
+    compiled_modes.clear()
+    times = iter([1.0, 2.0])  # graphs off is faster: compiled again after the reset, and kept
+    fn, how, _ = timing.compiled_at_best(lambda x: x + 1, "max-autotune", {"x": torch.ones(4)}, timer)
+    assert how == "max-autotune-no-cudagraphs" and compiled_modes[-1] == "max-autotune-no-cudagraphs"
+    compiled_modes.clear()
+    fn, how, _ = timing.compiled_at_best(lambda x: x + 1, "default", {"x": x}, timer)
+    assert how == "default" and compiled_modes == [None]
