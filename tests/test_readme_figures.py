@@ -42,8 +42,12 @@ def test_the_headline_times_and_speedups_are_the_records(experiment):
     cublas = _ms(experiment, "cublas_candidate_padded")
     assert f"**{step4:.2f} ms against {naive:.2f} ms**" in HEADLINE
     assert f"**{naive / step4:.1f}x**" in HEADLINE
-    assert re.search(rf"{autotuned / step4:.1f}x faster than torch.compile\s+max-autotune", HEADLINE)
-    assert f"({autotuned:.2f} ms;" in HEADLINE
+    compiled = ch10.measured(experiment, "published", "bfloat16", "decomposed_torch_compile_max-autotune")
+    if compiled.get("compile_config"):  # timed at its best (timing.compiled_at_best): a speed-up may be claimed
+        assert re.search(rf"{autotuned / step4:.1f}x faster than torch.compile\s+max-autotune", HEADLINE)
+    else:  # timed with its CUDA graphs' per-call input copy: quoted as handicapped, no speed-up over it
+        assert not re.search(r"x faster than torch\.compile", HEADLINE)
+        assert f"took {autotuned:.2f} ms" in HEADLINE and "handicapped" in HEADLINE
     assert f"candidate GEMM alone ({cublas:.2f} ms" in HEADLINE
     target, stretch = ch10.TARGETS_MS["published", "bfloat16"]
     assert step4 <= target and f"target of {target:.2f} ms is met, its\nstretch of {stretch:.2f} ms is not" in HEADLINE

@@ -90,12 +90,15 @@ def _matmul_cases(mode: str) -> list[Case]:
 # * bfloat16 (GPU cases, not measured yet): one rounding, about 1.7e-3 expected; the default limit, 8e-3, stands.
 MATMUL_TOLERANCE = dict(DEFAULT_TOLERANCE)
 MATMUL_TOLERANCE[F32] = Tolerance(rtol=1e-5, atol=1e-5, norm=1e-5)
-# * float16 on the H200 (tensor cores, K = 8191): one element in 1536 of the long-K case came out 9.96e-4
-#   off with the course's tiled and grouped solutions (2026-12-03, a seed of `check --all`), past
-#   1e-5 + 2e-3 * |expected| where |expected| is under 0.49: the accumulator's error is absolute
-#   (about 2e-4 rms on outputs of variance 1), not relative. atol 2e-3 allows ten times that; the
-#   norm limit (5e-4) still fails a running sum kept in fp16 (1.6e-3).
-MATMUL_TOLERANCE[F16] = Tolerance(rtol=2e-3, atol=2e-3, norm=5e-4)
+MATMUL_TOLERANCE[F16] = Tolerance(rtol=2e-3, atol=1e-5, norm=5e-4)
+# The tasks of this chapter, on the H200 (tensor cores, K = 8191): one element in 1536 of the long-K case
+# came out 9.96e-4 off with the course's tiled and grouped solutions (2026-12-03, a seed of `check --all`),
+# past 1e-5 + 2e-3 * |expected| where |expected| is under 0.49: the accumulator's error is absolute (about
+# 2e-4 rms on outputs of variance 1), not relative. atol 2e-3 allows ten times that; the norm limit (5e-4)
+# still fails a running sum kept in fp16 (1.6e-3). The chapters that build on this one keep atol 1e-5
+# where it tells two roundings from one (chapter 10's steps).
+CH06_TOLERANCE = dict(MATMUL_TOLERANCE)
+CH06_TOLERANCE[F16] = Tolerance(rtol=2e-3, atol=2e-3, norm=5e-4)
 
 
 def _as_if_contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -150,7 +153,7 @@ def _spec(**fields) -> TaskSpec:
         make_inputs=matmul_inputs,
         reference=matmul_reference,
         cases=_matmul_cases,
-        tolerance=MATMUL_TOLERANCE,
+        tolerance=CH06_TOLERANCE,
         diagnose=_matmul_diagnose,
         bytes_moved=_matmul_bytes,
         flops=_matmul_flops,
