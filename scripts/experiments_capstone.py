@@ -40,6 +40,7 @@ import torch
 
 from course_lib import roofline, runtime, sources, tasks, timing
 from course_lib.compare import compare
+from course_lib.lessons import ch10 as lesson10
 from course_lib.tasks import ch10_capstone as ch10
 
 SHAPES = {"published": "published", "course": "course", "many_users": "many users"}  # option -> bench label
@@ -47,8 +48,11 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 # step 3, fused_broadcast: the course's own aims for it
 STEP3_TARGETS_MS = {("course", "bfloat16"): 0.10, ("published", "bfloat16"): 0.45}
 # step 4, ws_compression: the issue's targets, one copy in ch10_capstone (target, stretch), read here
-STEP4_TARGETS_MS = {key: target for key, (target, _stretch) in ch10.TARGETS_MS.items()}
-COPY_BANDWIDTH, CUBLAS_FP16 = 4.27e12, ch10.MATMUL_REFERENCE_RATE  # GPU_FACTS.md: the H200's copy, cuBLAS fp16 8192^3
+STEP4_TARGETS_MS = {key: target for key, (target, _stretch) in lesson10.TARGETS_MS.items()}
+COPY_BANDWIDTH, CUBLAS_FP16 = (
+    4.27e12,
+    lesson10.MATMUL_REFERENCE_RATE,
+)  # GPU_FACTS.md: the H200's copy, cuBLAS fp16 8192^3
 DEVICE = "cuda"
 
 # Tiles tried by --sweep for the candidate GEMM's descriptor kernel (BLOCK_M, BLOCK_N, BLOCK_K,

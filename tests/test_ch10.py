@@ -22,6 +22,7 @@ from test_ch06 import case_name, failed_cases, full_text
 from course_lib import grader, hooks, runtime, sources, stubs, tasks
 from course_lib.compare import compare
 from course_lib.grader import FAIL, PASS, TODO
+from course_lib.lessons import ch10 as lesson10
 from course_lib.tasks import ch10_capstone as ch10
 from course_lib.tasks import structure
 
@@ -596,11 +597,12 @@ def test_pad_k_returning_the_view_itself_fails_on_its_layout(tmp_path):
 def test_eager_model_reads_each_user_once_and_summary_sorts_in_step_order():
     # the gathers read U users' rows (the L2 serves the repeats) and write B: (U + B) rows, not 2B
     B, U, M, Ku, Kc, N = ch10.PUBLISHED
-    kernels = ch10.eager_kernels(ch10.PUBLISHED)
+    kernels = lesson10.eager_kernels(ch10.PUBLISHED)
     assert kernels["naive"]["E_user[user_of]: gather"] == ((U + B) * Ku * N * 2, 0)
     assert kernels["decomposed"]["user_out[user_of]: gather"] == ((U + B) * M * N * 2, 0)
     # widgets.comparison_figure orders bars by label: the labels must sort in the table's order
-    names = [name for name, *_ in ch10.SUMMARY]
+    names = [name for name, *_ in lesson10.SUMMARY]
     assert names == sorted(names)
-    source, rows = ch10.summary_rows("published", "bfloat16", {"baselines": None, "experiment": None, "gluon": None})
+    empty = {"baselines": None, "experiment": None, "gluon": None}
+    source, rows = lesson10.summary_rows("published", "bfloat16", empty)
     assert source is None and rows == []
