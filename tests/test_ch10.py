@@ -306,11 +306,14 @@ def test_bench_cases_and_baselines():
 def test_bench_variants_on_the_cpu():
     case = tasks.Case((12, 3, 17, 20, 9, 11), F32, "tail")
     variants = ch10._bench_variants(case)
-    assert set(variants) == {"decomposed_eager", "decomposed_torch_compile", "decomposed_torch_compile_max-autotune",
-                             "cublas_candidate_padded"}  # fmt: skip
+    assert set(variants) == {"decomposed_eager", "best_torch_eager", "decomposed_torch_compile",
+                             "decomposed_torch_compile_max-autotune", "cublas_candidate_padded"}  # fmt: skip
     made = ch10.split_inputs(case, torch.Generator().manual_seed(0))
     expected = ch10.capstone_reference(**made)
     assert torch.allclose(variants["decomposed_eager"](**made), expected, atol=1e-5)
+    best = variants["best_torch_eager"]
+    assert torch.allclose(best(**made), expected, atol=1e-5)  # W_c padded on the first call
+    assert torch.allclose(best(**made), expected, atol=1e-5)  # and read from the padded copy after it
     cand = torch.matmul(made["w"][:, made["ku"] :], made["e_cand"])
     assert torch.allclose(variants["cublas_candidate_padded"](**made), cand, atol=1e-5)
 

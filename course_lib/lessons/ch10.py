@@ -155,6 +155,7 @@ SUMMARY = (
     ("step 4: Gluon, warp-specialized", "ws_compression", None, True),
     ("step 4: its candidate GEMM and epilogue", "ws_compression_part_candidate_gemm", None, False),
     ("step 4: its user GEMM", "ws_compression_part_user_gemm", None, False),
+    ("torch eager at its best: W_c padded once, one baddbmm", "best_torch_eager", None, True),
     ("torch.compile default, decomposed", "decomposed_torch_compile_default", "decomposed_compile_default_ms", True),
     ("torch.compile default, naive", "naive_torch_compile_default", None, True),
     ("torch.compile max-autotune, decomposed", "decomposed_torch_compile_max-autotune",
