@@ -18,7 +18,9 @@ Each right row is checked against float64.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import course_lib  # noqa: F401  (mode set-up first)
@@ -27,6 +29,8 @@ from gluon_capstone import case_inputs, rel_err
 
 from course_lib import runtime, sources, timing
 from course_lib.tasks import ch10_capstone as ch10
+
+ROOT = Path(__file__).resolve().parent.parent
 
 ws = sources.load_module("ws_compression", "solutions")
 
@@ -89,7 +93,11 @@ def main(argv: list[str]) -> int:
             print(f"{label:11s} {str(dtype)[6:]:8s} {name:34s} {t.median_ms * 1e3:7.1f} us  err {err:.1e}", flush=True)
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
-        meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions()}
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        meta = {
+            "gpu": runtime.gpu_info().name, "versions": runtime.versions(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit or None,
+        }  # fmt: skip
         (out_dir / "probe_user_tile.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 1 if failed else 0
 
