@@ -291,7 +291,7 @@ def launch_lines(launches) -> list[str]:
     import re
 
     from .. import compilation
-    from .ch09_pipelining import ws_facts
+    from ..tasks.ch09_pipelining import ws_facts
 
     lines = []
     for i, launch in enumerate(launches):
