@@ -333,14 +333,16 @@ def _hang_everywhere(folder: Path) -> None:
 
 @requires_interpreter  # on a GPU the jobs share the GPU, and the timing of a room is recorded in results/
 def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
-    """A learner whose every task hangs is reported in under 3 minutes on 2 cores (CI's machine).
-    Each task's first step hangs until its limit, 15 s plus ten times the solution's time; two jobs at a
-    time, and a job silent for half its limit lets one more start beside it (at most four at once), so
-    the 22 hangs overlap: 152 s on a 2-core machine (232 s when each hang held its slot to the end).
-    The solutions are timed once per machine, the first time a task is graded there; that one-time cost
-    is taken first and printed apart."""
+    """A learner whose every task hangs is reported quickly on 2 cores (CI's machine). Each task's first
+    step hangs until its limit, 15 s plus ten times the solution's time; two jobs at a time, and a job
+    silent for half its limit lets one more start beside it (at most four at once), so the hangs
+    overlap: all 22 tasks took 129-152 s on a 2-core machine (232 s when each hang held its slot to the
+    end). Every other task of the course is graded here (11; the suite's time on CI is kept under 25
+    minutes): 77 s measured, 100 s allowed, where hangs that each held a slot to the end would take
+    about 116 s. The solutions are timed once per machine, the
+    first time a task is graded there; that one-time cost is taken first and printed apart."""
     _hang_everywhere(tmp_path)
-    chosen = tasks.all_tasks()
+    chosen = tasks.all_tasks()[::2]
     start = time.perf_counter()
     for spec in chosen:
         grader.limits_for(spec, grader.Worker())
@@ -350,7 +352,7 @@ def test_check_all_on_a_submission_that_hangs_everywhere_is_quick(tmp_path):
     seconds = time.perf_counter() - start
     print(f"check of {len(chosen)} tasks on a submission that hangs in every task: {seconds:.0f} s")
     assert all(r.status == TIMEOUT for r in results), [(r.task, r.status, r.summary) for r in results]
-    assert seconds < 180, f"{seconds:.0f} s for {len(results)} tasks"
+    assert seconds < 100, f"{seconds:.0f} s for {len(results)} tasks"
 
 
 def test_the_timing_check_sees_a_launcher_that_keeps_results_by_address():
