@@ -67,7 +67,8 @@ FALLBACK_S = 300.0
 _RECHECK_NOTE = "; measured again after a kernel ran at {:.0%} of the roofline of the peaks cached before"
 
 
-def _datasheet_for(gpu_name: str) -> Peaks | None:
+def datasheet_for(gpu_name: str) -> Peaks | None:
+    """The table's figures for a GPU name (substring match), or None for a GPU the table does not list."""
     name = gpu_name.upper()
     for key in sorted(DATASHEET, key=len, reverse=True):
         if key.upper() in name:
@@ -77,7 +78,7 @@ def _datasheet_for(gpu_name: str) -> Peaks | None:
 
 def datasheet_peaks(gpu_name: str | None = None) -> Peaks:
     """Table figures for a GPU name (substring match), or for the course's reference GPU."""
-    return _datasheet_for(gpu_name or REFERENCE_GPU) or DATASHEET[REFERENCE_GPU]
+    return datasheet_for(gpu_name or REFERENCE_GPU) or DATASHEET[REFERENCE_GPU]
 
 
 def _figure(x: float) -> str:
@@ -90,7 +91,7 @@ def implausible(peaks: Peaks, gpu_name: str | None = None) -> str | None:
     A copy, bandwidth or matmul figure under half the datasheet's means the GPU was shared (or
     throttled) while it was measured. GPUs missing from ``DATASHEET`` are not checked.
     """
-    sheet = _datasheet_for(gpu_name or peaks.gpu)
+    sheet = datasheet_for(gpu_name or peaks.gpu)
     if sheet is None:
         return None
     figures = [(peaks.copy_gbs, sheet.bandwidth_gbs, "GB/s copy", "GB/s")]

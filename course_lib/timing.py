@@ -276,7 +276,8 @@ def compiled_at_best(
     """``torch.compile(fn)`` in ``mode`` as a knowledgeable user would run it on ``inputs`` (keywords):
     for "max-autotune", each of ``MAX_AUTOTUNE_WAYS`` is compiled and timed (``timer``: a callable's
     Timing, ``bench`` by default) and the faster kept. Returns (the compiled callable, taking the same
-    keywords; which way it is; seconds spent compiling all the ways)."""
+    keywords; which way it is; seconds spent compiling all the ways). Where the static way wins, the
+    tensors of ``inputs`` stay marked static (``torch._dynamo.mark_static_address``): it needs them so."""
     import torch
 
     timer = timer or bench
@@ -302,6 +303,9 @@ def compiled_at_best(
             best = (how, compile_mode, t.median_ms)
     how, compile_mode, _ = best
     if how != ways[-1][0]:  # a reset dropped the faster way's compiled code: compile it once more
+        for value in inputs.values():  # on the inputs as they were: the static marking taken off again
+            if isinstance(value, torch.Tensor) and hasattr(value, "_dynamo_static_input_type"):
+                del value._dynamo_static_input_type
         torch._dynamo.reset()
         compiled = torch.compile(fn, mode=compile_mode)
         compiled(**inputs)

@@ -334,8 +334,9 @@ def test_max_autotune_is_timed_at_its_best_and_says_which(monkeypatch):
     assert torch.equal(fn(x=x), x + 1)
     compiled_modes.clear()
     times = iter([1.0, 2.0])  # graphs off is faster: compiled again after the reset, and kept
-    fn, how, _ = timing.compiled_at_best(lambda x: x + 1, "max-autotune", {"x": torch.ones(4)}, timer)
+    fn, how, _ = timing.compiled_at_best(lambda x: x + 1, "max-autotune", {"x": x}, timer)
     assert how == "max-autotune-no-cudagraphs" and compiled_modes[-1] == "max-autotune-no-cudagraphs"
+    assert static_when_compiled[-1] is False  # recompiled on inputs no longer marked static
     compiled_modes.clear()
     fn, how, _ = timing.compiled_at_best(lambda x: x + 1, "default", {"x": x}, timer)
     assert how == "default" and compiled_modes == [None]

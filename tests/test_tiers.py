@@ -229,7 +229,7 @@ def test_the_physical_floor_is_the_datasheet_with_the_l2_left_out(monkeypatch):
     monkeypatch.setattr(runtime, "gpu_info", lambda: h200)
     copy = tasks.get("vector_copy")
     case = copy.timed_case()
-    beyond_l2 = copy.bytes_moved(case) - tiers.L2_ALLOWANCE_BYTES
+    beyond_l2 = copy.bytes_moved(case) - 60 * 2**20  # the L2 the GPU reports
     assert tiers.physical_floor_s(copy, case) == pytest.approx(beyond_l2 / 4800e9)
     matmul = tasks.get("tiled_matmul")
     case = matmul.timed_case()
@@ -238,6 +238,10 @@ def test_the_physical_floor_is_the_datasheet_with_the_l2_left_out(monkeypatch):
     assert tiers.roofline_seconds(matmul, case) == pytest.approx(
         roofline.floor(matmul.bytes_moved(case), matmul.flops(case), roofline.DATASHEET["H200"], "bfloat16").ms * 1e-3
     )
+    # a GPU the datasheet table does not list: no roof to quote (measured peaks are no roof), no floor
+    other = runtime.GpuInfo(name="Some Other GPU", capability=(8, 9), sm_count=60, memory_gib=24.0, l2_mib=48.0)
+    monkeypatch.setattr(runtime, "gpu_info", lambda: other)
+    assert tiers.roofline_seconds(matmul, case) is None and tiers.physical_floor_s(matmul, case) is None
     monkeypatch.setattr(runtime, "gpu_info", lambda: None)
     assert tiers.physical_floor_s(copy, copy.timed_case()) is None
 

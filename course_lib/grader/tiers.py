@@ -165,44 +165,18 @@ def _model(spec: tasks.TaskSpec, case: tasks.Case) -> tuple[int, int, str] | Non
     return (spec.bytes_moved(case) if spec.bytes_moved else 0), (spec.flops(case) if spec.flops else 0), dtype
 
 
-def _datasheet() -> object | None:
+def _datasheet():
     """This GPU's datasheet peaks (``roofline.DATASHEET``), or None for a GPU the table does not list."""
     from .. import roofline
 
     info = runtime.gpu_info()
-    return roofline._datasheet_for(info.name) if info is not None else None
+    return roofline.datasheet_for(info.name) if info is not None else None
 
 
 def roofline_seconds(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
-    """The time the task's bytes/FLOPs model allows on this GPU: at its datasheet peaks (the hardware's
-    roof) where ``roofline.DATASHEET`` lists it, else at its measured peaks; None without a model."""
-    try:
-        from .. import roofline
-
-        model = _model(spec, case)
-        if model is None:
-            return None
-        n_bytes, n_flops, dtype = model
-        peaks = _datasheet() or roofline.gpu_peaks()
-        seconds = roofline.floor(n_bytes, n_flops, peaks, dtype).ms * 1e-3
-        return seconds if seconds > 0 else None
-    except Exception:  # no peaks: the tier is decided without the roofline
-        return None
-
-
-# The timing protocol's version: bars timed by another protocol are timed again.
-PROTOCOL = "timing-2"
-
-# What the L2 cache may keep between timed calls (the H100's and H200's is 50 MB): bytes a kernel reads
-# again from there need not come from memory, so the physical floor counts only the bytes beyond it.
-L2_ALLOWANCE_BYTES = 64 << 20
-
-
-def physical_floor_s(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
-    """The least time a call of ``case`` can take on this GPU: the model's FLOPs at the datasheet's peak
-    rate, and its bytes beyond what the L2 may hold at the datasheet's bandwidth. None where the GPU
-    is not in the datasheet table or the task has no model. Timed calls faster than this did not all
-    do the work."""
+    """The time the task's bytes/FLOPs model allows at this GPU's datasheet peaks (the hardware's roof);
+    None without a model or for a GPU ``roofline.DATASHEET`` does not list. Measured peaks are no roof
+    here: a kernel can beat the rate cuBLAS reached when they were measured."""
     try:
         from .. import roofline
 
@@ -210,7 +184,30 @@ def physical_floor_s(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
         if model is None or sheet is None:
             return None
         n_bytes, n_flops, dtype = model
-        floor = roofline.floor(max(0, n_bytes - L2_ALLOWANCE_BYTES), n_flops, sheet, dtype)
+        seconds = roofline.floor(n_bytes, n_flops, sheet, dtype).ms * 1e-3
+        return seconds if seconds > 0 else None
+    except Exception:  # no model for this case: the tier is decided without the roofline
+        return None
+
+
+# The timing protocol's version: bars timed by another protocol are timed again.
+PROTOCOL = "timing-2"
+
+
+def physical_floor_s(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
+    """The least time a call of ``case`` can take on this GPU: the model's FLOPs at the datasheet's peak
+    rate, and its bytes beyond what the L2 may keep between calls (this GPU's L2 size) at the datasheet's
+    bandwidth. None where the GPU is not in the datasheet table or the task has no model. Timed calls
+    faster than this did not all do the work."""
+    try:
+        from .. import roofline
+
+        model, sheet, info = _model(spec, case), _datasheet(), runtime.gpu_info()
+        if model is None or sheet is None or info is None:
+            return None
+        n_bytes, n_flops, dtype = model
+        l2_bytes = int(info.l2_mib * 2**20)
+        floor = roofline.floor(max(0, n_bytes - l2_bytes), n_flops, sheet, dtype)
         return floor.ms * 1e-3 if floor.ms > 0 else None
     except Exception:
         return None
