@@ -3,6 +3,9 @@
 #   OUT=/some/dir bash scripts/gpu_speed_session.sh [steps...]
 # steps, run in the order given (default: check slow good): doctor overhead check slow good wrong room
 # CHECK_AGAIN=0: the check step grades once (the first time on a machine measures limits and bars)
+# FIRST_S / AGAIN_S: cut the check step's first / second run after this many seconds (default: none)
+#   room_start  the room in a process session of its own (it outlives the call, on a machine kept warm);
+#   room_wait   waits for it (at most WAIT_S, default 560) and copies its lines and record to $OUT
 #   overhead  scripts/launch_overhead.py: each solution's timed call bare and under each layer of the worker
 #   check  check --all --solutions twice: the first run measures the time limits and the speed bars
 #          (once per machine), the second is what a grader meets afterwards; each timed
@@ -49,10 +52,10 @@ step_overhead() {
 }
 step_check() {
   timed "check --all --solutions, first on this machine (limits and bars measured)" \
-    $py -m course_lib check --all --solutions > "$OUT/check_solutions_first.txt" 2>&1
+    timeout "${FIRST_S:-0}" $py -m course_lib check --all --solutions > "$OUT/check_solutions_first.txt" 2>&1
   if [ "${CHECK_AGAIN:-1}" = 1 ]; then
     timed "check --all --solutions, again" \
-      $py -m course_lib check --all --solutions > "$OUT/check_solutions_again.txt" 2>&1
+      timeout "${AGAIN_S:-0}" $py -m course_lib check --all --solutions > "$OUT/check_solutions_again.txt" 2>&1
   fi
   grep -h -E "^\[|speed:|tasks pass|speed tiers" "$OUT"/check_solutions_*.txt | cut -c1-220
 }
@@ -93,6 +96,26 @@ step_room() {
     $py scripts/room_test.py --learners 40 --speed-points --limit-s "${ROOM_LIMIT_S:-560}" \
     --record "$OUT/room_40x22.json" > "$OUT/room.txt" 2>&1
   tail -30 "$OUT/room.txt"
+}
+
+ROOM_DIR="${TMPDIR:-/tmp}/course-room"
+step_room_start() {
+  mkdir -p "$ROOM_DIR"
+  rm -f "$ROOM_DIR"/*
+  date +%s.%N > "$ROOM_DIR/started"
+  setsid nohup $py scripts/room_test.py --learners 40 --speed-points --limit-s "${ROOM_LIMIT_S:-1200}" \
+    --record "$ROOM_DIR/room_40x22.json" > "$ROOM_DIR/room.txt" 2>&1 < /dev/null &
+  echo "room started in the background: $ROOM_DIR"
+}
+step_room_wait() {
+  local waited=0
+  while [ ! -e "$ROOM_DIR/room_40x22.json" ] && [ "$waited" -lt "${WAIT_S:-560}" ]; do
+    sleep 5
+    waited=$((waited + 5))
+  done
+  echo "room: $($py -c "import time; print(round(time.time() - float(open('$ROOM_DIR/started').read()), 1))") s since its start"
+  cp "$ROOM_DIR"/room.txt "$ROOM_DIR"/room_40x22.json "$OUT"/ 2>/dev/null
+  tail -30 "$ROOM_DIR/room.txt"
 }
 
 for name in $steps; do
