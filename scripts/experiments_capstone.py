@@ -16,10 +16,12 @@ a read before each call):
 - the solution, solutions/fused_broadcast.py (twice, for the method's spread), and its parts: the
   padding of W, the user GEMM, the candidate GEMM with its fused epilogue;
 - with --sweep, the solution with other tiles for its descriptor kernels (its CONFIGS, set in turn);
-- on a Hopper GPU, step 4 (solutions/ws_compression.py): its candidate GEMM in each configuration of
-  WS_TRIES (`ws_try` rows; those ending "stationary" are scripts/ws_stationary.py's kernel, tried where
-  the shape lets it and never the step's), then the whole step with the fastest right one, its two launches, and
-  the whole step in one launch (capstone_one_launch_kernel, `ws_compression_one_launch`).
+- on a Hopper GPU, step 4's variants (scripts/capstone_variants.py): its user GEMM in each
+  configuration of USER_TRIES (`ws_user_try` rows) and its candidate GEMM in each of WS_TRIES
+  (`ws_try` rows; those ending "stationary" are scripts/ws_stationary.py's kernel, tried where the shape
+  lets it); then step 4 as it ships (solutions/ws_compression.py, `ws_compression`, twice) and its two
+  launches timed apart; and the whole step in one launch (capstone_one_launch_kernel, a variant,
+  `ws_compression_one_launch`).
 
 It writes DIR/experiment_capstone.json after each shape (meta: GPU, versions, date; the floors; one
 row per variant) and prints a summary against the targets (step 3: course shape <= 0.10 ms,
@@ -74,7 +76,7 @@ SWEEP = [
 
 
 # step 4's candidate GEMM as tried at each shape: (BLOCK_M, BLOCK_N, BLOCK_K, NUM_BUFFERS, num_warps,
-# programs per SM[, "pingpong"]) and the user mode (solutions/ws_compression.py: 1 the user tile added
+# programs per SM[, "pingpong"]) and the user mode (scripts/capstone_variants.py: 1 the user tile added
 # after the main loop, 2 the accumulator starting from it, 3 as 2 with the next tile's loaded early, all
 # three by loads from global memory; 5 the user tile copied by TMA into the staging tile during the main
 # loop, added in the epilogue). Cooperative: two warpgroups on one tile (8 warps) or one (4 warps,
@@ -97,7 +99,7 @@ WS_TRIES = [
     ((128, 128, 64, 4, 4, 1, "pingpong", "stationary"), 2),
 ]
 # the user GEMM (mode 0, user_out in out's dtype) as tried at each shape: rows only (ws_user_try); the
-# step runs the solution's pick_user_config
+# step is the solution's (its pick_user_config)
 USER_TRIES = [
     (128, 128, 64, 4, 8, 1),
     (128, 64, 64, 4, 8, 1),
@@ -244,16 +246,20 @@ def _solution_rows(s: Session, module, entry, sweep: bool) -> None:
         module.CONFIGS["candidate_tma"] = saved
 
 
-def _gluon_rows(s: Session, tries: list) -> None:
-    """Step 4 (solutions/ws_compression.py): the Gluon kernel, warp-specialized and persistent, on a
-    Hopper GPU; W padded once beforehand, as a model's weights are at load (its cost is the pad row)."""
+def _gluon_rows(s: Session, tries: list | None) -> None:
+    """Step 4 on a Hopper GPU: as it ships (solutions/ws_compression.py), the whole step and its two
+    launches timed apart; with tries, the variants of scripts/capstone_variants.py at this shape first
+    (ws_user_try and ws_try rows); then the whole step in one launch (a variant too). W padded once
+    beforehand, as a model's weights are at load (its cost is the pad row)."""
     info = runtime.gpu_info()
     if info.capability[0] != 9 or runtime.gluon_problem():
         s.log(f"  (ws_compression not timed: {runtime.gluon_problem() or 'needs a Hopper GPU'})")
         return
     from course_lib.tasks.ch10_warp_specialized import padded
 
-    ws = sources.load_module("ws_compression", "solutions")
+    solution = sources.load_module("ws_compression", "solutions")  # the course's step 4
+    variants_file = Path(__file__).with_name("capstone_variants.py")  # step 4's variants, timed beside it
+    variants = sources.load_file(variants_file, "ws_compression", "capstone_variants")[0]
     a, out = s.args, s.inputs["out"]
     w_u, w_c = padded(a["w"][:, : a["ku"]]), padded(a["w"][:, a["ku"] :])
     args = {"w_u": w_u, "w_c": w_c, "e_user": a["e_user"], "e_cand": a["e_cand"], "user_of": a["user_of"]}
@@ -261,51 +267,45 @@ def _gluon_rows(s: Session, tries: list) -> None:
     U, _, N = a["e_user"].shape
     user_out = torch.empty(U, w_u.shape[0], N, dtype=out.dtype, device=DEVICE)
     user_expected = torch.matmul(w_u.double(), a["e_user"].double())
-    for config in USER_TRIES if tries else ():  # rows only: the step takes the solution's pick_user_config
-        s.record("ws_user_try", lambda c=config: ws.gemm(w_u, a["e_user"], user_out, config=c, sms=sms),
+    for config in USER_TRIES if tries else ():
+        s.record("ws_user_try", lambda c=config: variants.gemm(w_u, a["e_user"], user_out, config=c, sms=sms),
                  output=user_out, expected=user_expected, config=list(config))  # fmt: skip
-    user_config = ws.pick_user_config(U, w_u.shape[0], N, sms)
-    ws.gemm(w_u, a["e_user"], user_out, config=ws.USER, sms=sms)
-    # the candidate GEMM's tile, schedule and user mode, timed at this shape; the fastest right one is
-    # the step's (each tried one is a row of the record); None: the solution's own, untimed alone
-    tries = [] if tries is None else tries
-    best = None if tries else (None, ws.candidate_config(N), ws.USER_MODE)
-    for config, mode in tries:
-        if "stationary" in config:  # its own kernel, in scripts/; ws_compression cannot run it, so never the step's
+    solution.user_gemm(w_u, a["e_user"], user_out, sms)  # the candidate tries add this user_out
+    # the solution's configuration in the tries' form, recorded with its rows
+    config, user_config = variants.candidate_config(N), variants.pick_user_config(U, w_u.shape[0], N, sms)
+    shipped = {"config": list(config), "user_mode": variants.USER_MODE, "user_config": list(user_config)}
+    fastest = None  # (ms, config, mode) of the fastest right try
+    for try_config, mode in tries or ():
+        if "stationary" in try_config:  # its own kernel, scripts/ws_stationary.py
             import ws_stationary
 
-            why = ws_stationary.fits(w_c, a["e_cand"], config)
+            why = ws_stationary.fits(w_c, a["e_cand"], try_config)
             if why:
-                s.log(f"  ws_try {config}: not at this shape ({why})")
+                s.log(f"  ws_try {try_config}: not at this shape ({why})")
                 continue
-            s.record("ws_try", lambda c=config: ws_stationary.gemm(w_c, a["e_cand"], out, user_out, a["user_of"],
-                     config=c, sms=sms), output=out, config=list(config), user_mode=mode)  # fmt: skip
+            s.record("ws_try", lambda c=try_config: ws_stationary.gemm(w_c, a["e_cand"], out, user_out, a["user_of"],
+                     config=c, sms=sms), output=out, config=list(try_config), user_mode=mode)  # fmt: skip
             continue
-        row = s.record("ws_try", lambda c=config, m=mode: ws.gemm(w_c, a["e_cand"], out, user_out, a["user_of"],
-                       config=c, sms=sms, user_mode=m), output=out, config=list(config), user_mode=mode)  # fmt: skip
-        if (
-            row
-            and row["rel_err"] is not None
-            and row["rel_err"] < 1e-2
-            and (best is None or row["median_ms"] < best[0])
-        ):
-            best = (row["median_ms"], config, mode)
-    _, config, mode = best or (None, ws.CANDIDATE, ws.USER_MODE)
-    picked = {"config": list(config), "user_mode": mode, "user_config": list(user_config)}
+        row = s.record("ws_try", lambda c=try_config, m=mode: variants.gemm(w_c, a["e_cand"], out, user_out,
+                       a["user_of"], config=c, sms=sms, user_mode=m), output=out, config=list(try_config),
+                       user_mode=mode)  # fmt: skip
+        right = row and row["rel_err"] is not None and row["rel_err"] < 1e-2
+        if right and (fastest is None or row["median_ms"] < fastest[0]):
+            fastest = (row["median_ms"], try_config, mode)
+    if fastest and (list(fastest[1]), fastest[2]) != (shipped["config"], shipped["user_mode"]):
+        s.log(f"  the fastest try is not the solution's: {fastest[1]} in user mode {fastest[2]}, {fastest[0]:.4f} ms")
     for repeat in (1, 2):
-        s.record("ws_compression", lambda: ws.ws_compression(**args, out=out, sms=sms, config=config, user_mode=mode,
-                 user_config=user_config), output=out, repeat=repeat, **picked)  # fmt: skip
-    s.record("ws_compression_part_user_gemm", lambda: ws.gemm(w_u, a["e_user"], user_out, config=user_config,
-             sms=sms), output=user_out, expected=user_expected, config=list(user_config))  # fmt: skip
+        s.record("ws_compression", lambda: solution.ws_compression(**args, out=out, sms=sms), output=out,
+                 repeat=repeat, **shipped)  # fmt: skip
+    s.record("ws_compression_part_user_gemm", lambda: solution.user_gemm(w_u, a["e_user"], user_out, sms),
+             output=user_out, expected=user_expected, config=list(user_config))  # fmt: skip
     s.record("ws_compression_part_candidate_gemm",
-             lambda: ws.gemm(w_c, a["e_cand"], out, user_out, a["user_of"], config=config, sms=sms, user_mode=mode),
-             output=out, **picked)  # fmt: skip
-    # the user GEMM and the candidate GEMM in one launch (flags between them), on the step's tile when it
-    # is ping-pong, else on the solution's own
-    one = config if config[6:7] == ("pingpong",) else ws.candidate_config(N)
+             lambda: solution.candidate_gemm(w_c, a["e_cand"], out, user_out, a["user_of"], sms), output=out,
+             **shipped)  # fmt: skip
+    # the user GEMM and the candidate GEMM in one launch (flags between them), on the solution's tile
     for repeat in (1, 2):
-        s.record("ws_compression_one_launch", lambda: ws.ws_compression(**args, out=out, sms=sms, config=one,
-                 one=True), output=out, repeat=repeat, config=list(one))  # fmt: skip
+        s.record("ws_compression_one_launch", lambda: variants.ws_compression(**args, out=out, sms=sms, config=config,
+                 one=True), output=out, repeat=repeat, config=list(config))  # fmt: skip
 
 
 def _floors(case: tasks.Case, peaks: roofline.Peaks) -> dict:
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-gluon", action="store_true", help="leave out step 4 (ws_compression)")
     ap.add_argument("--no-pingpong", action="store_true", help="leave the ping-pong schedule out of step 4's tries")
     ap.add_argument("--only-step4", action="store_true",
-                    help="step 4 alone, in the solution's configuration: two launches and one (no baselines, no tries)")  # fmt: skip
+                    help="step 4 alone, as it ships, and in one launch (no baselines, no tries)")  # fmt: skip
     args = ap.parse_args(argv)
     if not runtime.is_gpu():
         print("experiments_capstone.py measures on a GPU; this is CPU mode (no CUDA GPU visible)")

@@ -1,7 +1,8 @@
 """The capstone's last step on a GPU (chapter 10): solutions/ws_compression.py, the candidate GEMM of the
 linear compression warp-specialized and persistent in Gluon on Hopper, with the user's part added in
 its epilogue by index lookup, and the user GEMM as a first launch (the cooperative kernel); checked and
-timed at the capstone's three shapes. --smoke also runs the whole step in one launch
+timed at the capstone's three shapes. --sweep and --smoke run its variants (scripts/capstone_variants.py:
+other tiles, schedules and user modes); --smoke also runs the whole step in one launch
 (capstone_one_launch_kernel) against the float64 reference.
 
     out[b] = W_c @ E_cand[b] + user_out[user_of[b]],   user_out[u] = W_u @ E_user[u]
@@ -20,6 +21,8 @@ from memory once, W stays in the L2.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import course_lib  # noqa: F401  (mode set-up first)
 import torch
 
@@ -27,7 +30,9 @@ from course_lib import compilation, sources
 from course_lib.tasks import ch10_capstone as ch10
 from course_lib.tasks import ch10_warp_specialized as ch10ws
 
-ws = sources.load_module("ws_compression", "solutions")  # the kernel and its launcher (chapter 10, step 4)
+solution = sources.load_module("ws_compression", "solutions")  # the kernels and their launcher (chapter 10, step 4)
+# the variants: the same kernels with their other tiles, schedules and user modes, and the one launch
+ws = sources.load_file(Path(__file__).with_name("capstone_variants.py"), "ws_compression", "capstone_variants")[0]
 
 
 def case_inputs(label: str, dtype: torch.dtype, device: str) -> dict:
@@ -64,7 +69,7 @@ def run(out_dir):
             args = {k: x[k] for k in ("w_u", "w_c", "e_user", "e_cand", "user_of")}
 
             def step():
-                return ws.ws_compression(**args, out=out, sms=sms)
+                return solution.ws_compression(**args, out=out, sms=sms)
 
             step()
             err = rel_err(out, reference(x))

@@ -1,13 +1,14 @@
 """A probe for chapter 10's step 4 on a Hopper GPU: what the user tile costs the candidate GEMM.
 
-At each bench shape, the candidate GEMM of solutions/ws_compression.py (its own tile) is timed
+At each bench shape, the candidate GEMM (scripts/capstone_variants.py, on solutions/ws_compression.py's
+tile) is timed
   - with no user tile at all (a plain GEMM: wrong values, the floor of the kernel itself);
-  - with the user tile float32, as the solution has it (user mode 1: added after the main loop; 2: the
+  - with the user tile float32, as the solution had it then (user mode 1: added after the main loop; 2: the
     accumulator starting from it);
   - with the user tile in bfloat16 (half the bytes), modes 1 and 2, and 5: copied by TMA into the
     output's staging tile during the main loop, added in the epilogue;
   - and, at short K, scripts/ws_stationary.py's kernel with either user tile;
-  - and the whole step (ws_compression: the user GEMM, then the candidate GEMM) in modes 2 and 5.
+  - and the whole step (the user GEMM, then the candidate GEMM) in modes 2 and 5 (5: the solution's).
 A first run (results/probes/probe_user_tile_2026-12-02_h200.json, commit cef3a9f) also timed a chunked
 tile order and a user tile kept in registers (mode 4): both slower, taken out.
 Each right row is checked against float64.
@@ -32,7 +33,8 @@ from course_lib.tasks import ch10_capstone as ch10
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ws = sources.load_module("ws_compression", "solutions")
+# step 4's variants: the solution's kernels with their other user modes
+ws = sources.load_file(Path(__file__).with_name("capstone_variants.py"), "ws_compression", "capstone_variants")[0]
 
 
 def main(argv: list[str]) -> int:

@@ -13,14 +13,15 @@ num_pid_m): its W_c tile, all K steps of it, is loaded once, at the start, and t
     PYTHONPATH=. python3 scripts/ws_stationary.py          # compile for sm_90 (no GPU needed), print the structure
     PYTHONPATH=. python3 scripts/ws_stationary.py --run     # on a Hopper GPU: check against float64 and time
 
-Built on solutions/ws_compression.py's ping-pong kernel (its _tile and _user_tile, the learner's
-parts, and its turn protocol); scripts/experiments_capstone.py times it as a `ws_try` row (config
-ending "stationary") beside the others.
+Built on the ping-pong kernel of scripts/capstone_variants.py (the solution's _tile, the learner's
+part, the variants' _user_tile, the turn protocol); scripts/experiments_capstone.py times it as a
+`ws_try` row (config ending "stationary") beside the others.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import course_lib  # noqa: F401  (mode set-up first)
 import torch
@@ -30,7 +31,8 @@ from triton.experimental.gluon import language as gl
 
 from course_lib import sources
 
-ws = sources.load_module("ws_compression", "solutions")  # the solution: its kernels' parts are reused here
+# step 4's variants (and through them the solution): their kernels' parts are reused here
+ws = sources.load_file(Path(__file__).with_name("capstone_variants.py"), "ws_compression", "capstone_variants")[0]
 mbarrier, tma, fence_async_shared = ws.mbarrier, ws.tma, ws.fence_async_shared
 warpgroup_mma, warpgroup_mma_wait = ws.warpgroup_mma, ws.warpgroup_mma_wait
 tma_load, tma_store, _tile, _user_tile = ws.tma_load, ws.tma_store, ws._tile, ws._user_tile
@@ -216,7 +218,8 @@ def _run() -> int:
                             config=ws.candidate_config(N))).median_ms  # fmt: skip
         print(
             f"{label}: stationary candidate GEMM {ms:.4f} ms, rel err {err:.1e}; "
-            f"the solution's candidate GEMM {base:.4f} ms in the same run",
+            f"the ping-pong candidate GEMM on the solution's tile, this user tile in user mode 2, {base:.4f} ms "
+            "in the same run",
             flush=True,
         )
     return 1 if failed else 0

@@ -110,15 +110,24 @@ def test_the_tile_order_check_names_each_mistake():
         assert verdict is not None and not verdict[0] and words in verdict[1], (words, verdict)
 
 
+def _variants():
+    """scripts/capstone_variants.py: step 4's variants, timed on the H200 and kept out of the solution."""
+    from conftest import ROOT
+
+    from course_lib import sources
+
+    return sources.load_file(ROOT / "scripts" / "capstone_variants.py", "ws_compression", "capstone_variants")[0]
+
+
 def test_the_one_launch_kernel_has_its_flags_and_passes_the_structure_checks():
-    """The solution's one-launch variant (the user GEMM's tiles, then the candidates', in one kernel):
-    one launch, warp-specialized like the rest, a release by each thread of a user tile's flag and an
-    acquire before a candidate reads the tile."""
+    """The one-launch variant (scripts/capstone_variants.py: the user GEMM's tiles, then the candidates',
+    in one kernel): one launch, warp-specialized like the rest, a release by each thread of a user tile's
+    flag and an acquire before a candidate reads the tile."""
     import re
 
-    from course_lib import compilation, sources
+    from course_lib import compilation
 
-    ws = sources.load_module("ws_compression", "solutions")
+    ws = _variants()
     inputs = ch10ws.ws_inputs(ch10ws.WS_PROBE, torch.Generator().manual_seed(0))
     launches = compilation.recorded_launches(lambda **kw: ws.ws_compression(**kw, one=True), **inputs, sms=132)
     assert [launch[0].__name__ for launch in launches] == ["capstone_one_launch_kernel"]

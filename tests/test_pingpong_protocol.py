@@ -7,10 +7,10 @@ taking alternate tiles, mbarriers that keep only a parity bit. Run under many ra
 - without them, a consumer can wait on a slot's ready barrier two phases early: the parity matches a
   phase that completed long ago and the wait passes on a slot that holds other data (or none).
 
-The one-launch variant (capstone_one_launch_kernel) is modelled too, over several programs with the user
-GEMM's tiles first and flags between the GEMMs: it finishes and reads its own data; counting every tile's
-K steps alike, numbering the candidates first, or raising a flag before the tile's last MMA completed
-each fails.
+The one-launch variant (capstone_one_launch_kernel, scripts/capstone_variants.py) is modelled too, over
+several programs with the user GEMM's tiles first and flags between the GEMMs: it finishes and reads its
+own data; counting every tile's K steps alike, numbering the candidates first, or raising a flag before
+the tile's last MMA completed each fails.
 
 The model is the kernel's loop structure with its parity formulas and asynchronous wgmma (an issued
 MMA reads its slot until it completes; warpgroup_mma_wait(n) waits until at most n are running). It
@@ -151,7 +151,7 @@ def test_a_slot_released_before_its_mma_completed_is_caught():
 
 
 # ---------------------------------------------------------------------------------------------------
-# The one-launch variant (solutions/ws_compression.py, capstone_one_launch_kernel): several programs,
+# The one-launch variant (scripts/capstone_variants.py, capstone_one_launch_kernel): several programs,
 # each a producer and two ping-pong consumers, over one tile numbering: the user GEMM's tiles first,
 # then the candidates'. A user tile's consumer raises the tile's flag after its last MMA completed (and
 # its store); a candidate's consumer waits for its user tile's flag before its turn. Tiles of the two

@@ -299,7 +299,7 @@ def launch_lines(launches) -> list[str]:
         compiled = compilation.compile_launch(launch)
         facts = ws_facts(compiled, kernel.__name__)
         loads = len(re.findall(r"\bld\.global", compilation.asm(compiled, "ptx")))
-        shown = ("ADD_USER", "USER_MODE", "NUM_BUFFERS", "num_warps")
+        shown = ("NUM_BUFFERS", "num_warps")
         settings = ", ".join(f"{k} {kwargs[k]}" for k in shown if k in kwargs)
         lines += [
             f"  launch {i + 1}: {kernel.__name__}, grid {kwargs.get('grid')}, {settings}",

@@ -170,7 +170,8 @@ def probe_ws_compression(module, entry) -> dict:
 # TMA load sites of the ping-pong candidate kernel's producer (W's and E's tiles) in its PTX, one
 # mbarrier.expect for them: 3 with Triton 3.6 and 3.9 (the solution: 5 sites, 3 expects, one site and one
 # expect in each consumer warpgroup's user-tile copy; with that expect left out, 5 and 1). A diagnosis
-# in CPU mode for that kernel only (the one launch's producer has more); on a GPU the wait itself shows.
+# in CPU mode for that kernel only (the one-launch variant's producer, scripts/capstone_variants.py, has
+# more); on a GPU the wait itself shows.
 PRODUCER_LOAD_SITES = 3
 
 
