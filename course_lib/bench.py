@@ -173,7 +173,8 @@ def run(
     names: list[str], record: str | None = None, source: str = "solutions", log=print, dtype: str | None = None
 ) -> dict:
     peaks = roofline.gpu_peaks()
-    log(f"peaks: {peaks.bandwidth_gbs:.0f} GB/s copy, {peaks.tflops} TFLOP/s ({peaks.source})")
+    log(f"peaks: {peaks.bandwidth_gbs:.0f} GB/s measured, roof {peaks.tflops} TFLOP/s (the datasheet's where listed); "
+        f"cuBLAS {peaks.library_tflops} TFLOP/s, the best library ({peaks.source})")  # fmt: skip
     rows = []
     for name in names:
         rows += bench_task(tasks.get(name), peaks, source, log, dtype)

@@ -33,8 +33,30 @@ def load_bench_files() -> list[dict]:
     return sorted(files, key=lambda d: d["meta"].get("date", ""), reverse=True)
 
 
+def _hardware_fractions(data: dict) -> None:
+    """Each record's roofline_fraction against the hardware's roof (``roofline.hardware``: the GPU's
+    datasheet compute peak, not cuBLAS's measured rate, which records before 2026-12-04 used)."""
+    from . import roofline, tasks
+
+    found = data["meta"].get("peaks")
+    if not found:
+        return
+    try:
+        peaks = roofline.from_record(found)
+    except TypeError:
+        return
+    for r in data["records"]:
+        try:
+            spec = tasks.get(r["task"])
+            rate = r["dtype"] if spec.tensor_cores else "float32"  # as bench records it
+            r["roofline_fraction"] = roofline.fraction_of_roofline(r["median_ms"], r["bytes"], r["flops"], peaks, rate)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue
+
+
 def records(task: str | None = None, variant: str | None = None) -> list[dict]:
-    """Benchmark records, each with a "provenance" string, from the newest file that has the task."""
+    """Benchmark records, each with a "provenance" string, from the newest file that has the task;
+    roofline_fraction against the hardware's roof (``roofline.hardware``)."""
     out = []
     for data in load_bench_files():
         rows = [
@@ -44,6 +66,7 @@ def records(task: str | None = None, variant: str | None = None) -> list[dict]:
         ]
         if not rows:
             continue
+        _hardware_fractions({"meta": data["meta"], "records": rows})
         for r in rows:
             out.append(dict(r, provenance=provenance(data["meta"]), file=data["path"]))
         if task is not None:

@@ -7,6 +7,12 @@ work on memory traffic or on arithmetic.
 Peaks come from a measurement on this GPU (cached per GPU), or from a table of datasheet figures
 when nothing was measured (CPU mode, or before the first measurement).
 
+The roof is the hardware's. The memory roof is measured: the faster of a copy and an add of 2 GiB
+tensors (the datasheet's 4.8 TB/s is a signalling rate no kernel reaches). The compute roof is the
+datasheet's dense peak of the GPU: cuBLAS's measured matmul rate is the best *library*, kept beside
+it as ``library_tflops``, never the roof (a kernel at parity with cuBLAS is not at 100% of the
+hardware). For a GPU the table does not list, the measured matmul stands in, and says so.
+
 Peaks measured on a GPU that other processes are using come out low, and every kernel then looks
 faster than the hardware allows. So the measurement runs under a lock shared by the processes of
 this machine; a figure under half the datasheet's is measured again, and then replaced by the
@@ -20,7 +26,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from . import filelock, runtime
@@ -33,6 +39,8 @@ class Peaks:
     tflops: dict  # dtype name -> dense TFLOP/s ("bfloat16", "float16", "float32")
     source: str  # "measured on ... (date, versions)" or "datasheet"
     copy_gbs: float | None = None  # a plain device-to-device copy, bytes read + written (measured only)
+    # cuBLAS's 8192^3 matmuls measured beside: the best library, not the roof (see ``hardware``)
+    library_tflops: dict | None = None
 
     def flops_rate(self, dtype: str) -> float:
         return self.tflops.get(dtype, self.tflops.get("float32", 0.0))
@@ -81,6 +89,27 @@ def datasheet_peaks(gpu_name: str | None = None) -> Peaks:
     return datasheet_for(gpu_name or REFERENCE_GPU) or DATASHEET[REFERENCE_GPU]
 
 
+def hardware(peaks: Peaks) -> Peaks:
+    """Measured peaks with the compute roof set to the GPU's datasheet peak and the measured matmul
+    rates moved to ``library_tflops``. Peaks already converted, datasheet peaks and peaks of a GPU the
+    table does not list come back as they are (for those, the measured matmul is the only figure)."""
+    if peaks.library_tflops is not None or not peaks.source.startswith("measured"):
+        return peaks
+    sheet = datasheet_for(peaks.gpu)
+    if sheet is None:
+        return peaks
+    roof = {k: max(v, peaks.tflops.get(k, 0.0)) for k, v in sheet.tflops.items()}  # never under a measurement
+    return replace(peaks, tflops=roof, library_tflops=dict(peaks.tflops))
+
+
+def from_record(data: dict) -> Peaks:
+    """The peaks of a record's meta.peaks, on the hardware's roof. Records written before the roof
+    was the datasheet's kept cuBLAS's measured rates as ``tflops``: they come back as
+    ``library_tflops``, the datasheet peak as the roof (``hardware``)."""
+    known = {f.name for f in fields(Peaks)}
+    return hardware(Peaks(**{k: v for k, v in data.items() if k in known}))
+
+
 def _figure(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
@@ -96,7 +125,8 @@ def implausible(peaks: Peaks, gpu_name: str | None = None) -> str | None:
         return None
     figures = [(peaks.copy_gbs, sheet.bandwidth_gbs, "GB/s copy", "GB/s")]
     figures.append((peaks.bandwidth_gbs, sheet.bandwidth_gbs, "GB/s bandwidth", "GB/s"))
-    figures += [(peaks.tflops.get(k), v, f"TFLOP/s {k} matmul", "TFLOP/s") for k, v in sheet.tflops.items()]
+    matmuls = peaks.library_tflops if peaks.library_tflops is not None else peaks.tflops
+    figures += [(matmuls.get(k), v, f"TFLOP/s {k} matmul", "TFLOP/s") for k, v in sheet.tflops.items()]
     for got, want, what, unit in figures:
         if got is not None and got < PLAUSIBLE_SHARE * want:
             return f"measured {_figure(got)} {what}, under half of the {_figure(want)} {unit} datasheet figure"
@@ -126,7 +156,7 @@ def _read_cached(path: Path, gpu_name: str) -> Peaks | None:
     try:
         peaks = Peaks(**json.loads(path.read_text()))
         if implausible(peaks, gpu_name) is None:
-            return peaks
+            return hardware(peaks)
     except (OSError, ValueError, TypeError, AttributeError):
         pass
     return None
@@ -200,14 +230,15 @@ def _measure_checked(gpu_name: str, path: Path, measure: Callable[[], Peaks] | N
             peaks = replace(peaks, source=peaks.source + note)
             _write(path, peaks.to_dict())
             _fallback_file(path).unlink(missing_ok=True)
-            return peaks
+            return hardware(peaks)
     source = f"datasheet ({problem}, in two measurements: the GPU looked shared or throttled)"
     _write(_fallback_file(path), {"time": time.time(), "source": source})
     return replace(datasheet_peaks(gpu_name), source=source)
 
 
 def gpu_peaks(remeasure: bool = False, measure: Callable[[], Peaks] | None = None) -> Peaks:
-    """This GPU's peaks: measured once and cached per GPU name; the datasheet in CPU mode.
+    """This GPU's peaks on the hardware's roof (``hardware``): measured once and cached per GPU name;
+    the datasheet in CPU mode.
 
     ``measure`` (default ``measure_peaks``) takes the measurement, under a lock shared by the
     processes of this machine; a process that waited for it uses what the other one cached.
@@ -252,7 +283,7 @@ def check_fraction(fraction: float, peaks: Peaks, measure: Callable[[], Peaks] |
     path = _cache_file(info.name)
     with filelock.held(path.with_name(path.name + ".lock")):
         cached = _read_cached(path, info.name)
-        if cached is not None and cached != peaks:
+        if cached is not None and cached != hardware(peaks):
             return cached  # measured again by another process meanwhile
         if (fallback := _read_fallback(path, info.name)) is not None:
             return fallback

@@ -55,7 +55,7 @@ def test_a_good_measurement_is_cached_and_reused(h200):
     measure = FakeMeasure(GOOD)
     first = roofline.gpu_peaks(measure=measure)
     second = roofline.gpu_peaks(measure=measure)
-    assert first == second == GOOD
+    assert first == second == roofline.hardware(GOOD)
     assert measure.calls == 1
     assert roofline.Peaks(**json.loads(h200.read_text())) == GOOD
 
@@ -64,9 +64,9 @@ def test_remeasure_replaces_the_cached_figures(h200):
     roofline.gpu_peaks(measure=FakeMeasure(GOOD))
     newer = measured(bandwidth=4400.0)
     measure = FakeMeasure(newer)
-    assert roofline.gpu_peaks(remeasure=True, measure=measure) == newer
+    assert roofline.gpu_peaks(remeasure=True, measure=measure) == roofline.hardware(newer)
     assert measure.calls == 1
-    assert roofline.gpu_peaks(measure=measure) == newer
+    assert roofline.gpu_peaks(measure=measure) == roofline.hardware(newer)
 
 
 def test_a_shared_gpu_is_measured_twice_then_the_datasheet_stands_in(h200):
@@ -86,7 +86,7 @@ def test_a_shared_gpu_is_measured_twice_then_the_datasheet_stands_in(h200):
 
 def test_a_shared_gpu_that_recovers_on_the_second_measurement(h200):
     measure = FakeMeasure(SHARED, GOOD)
-    assert roofline.gpu_peaks(measure=measure) == GOOD
+    assert roofline.gpu_peaks(measure=measure) == roofline.hardware(GOOD)
     assert measure.calls == 2
     assert roofline.Peaks(**json.loads(h200.read_text())) == GOOD
 
@@ -103,7 +103,7 @@ def test_the_datasheet_fallback_expires(h200, monkeypatch):
     now = time.time()
     monkeypatch.setattr(time, "time", lambda: now + roofline.FALLBACK_S + 1)
     measure = FakeMeasure(GOOD)
-    assert roofline.gpu_peaks(measure=measure) == GOOD
+    assert roofline.gpu_peaks(measure=measure) == roofline.hardware(GOOD)
     assert measure.calls == 1
 
 
@@ -111,7 +111,7 @@ def test_a_bad_cached_file_is_ignored_and_measured_again(h200):
     h200.parent.mkdir(parents=True)
     h200.write_text(json.dumps(SHARED.to_dict()))  # what an older course_lib cached on a shared GPU
     measure = FakeMeasure(GOOD)
-    assert roofline.gpu_peaks(measure=measure) == GOOD
+    assert roofline.gpu_peaks(measure=measure) == roofline.hardware(GOOD)
     assert measure.calls == 1
     assert roofline.Peaks(**json.loads(h200.read_text())) == GOOD
 
@@ -120,7 +120,7 @@ def test_an_unreadable_cached_file_is_measured_again(h200):
     h200.parent.mkdir(parents=True)
     h200.write_text('{"gpu": "NVIDIA H200", "bandw')
     measure = FakeMeasure(GOOD)
-    assert roofline.gpu_peaks(measure=measure) == GOOD
+    assert roofline.gpu_peaks(measure=measure) == roofline.hardware(GOOD)
     assert measure.calls == 1
 
 
@@ -135,7 +135,8 @@ def test_gpus_missing_from_the_datasheet_are_not_checked(h200, monkeypatch):
 
 
 def test_a_kernel_at_340_percent_of_the_roofline_sends_the_peaks_to_be_measured_again(h200):
-    assert roofline.gpu_peaks(measure=FakeMeasure(HALF_SHARED)) == HALF_SHARED  # passes the check, but low
+    # passes the check, but low
+    assert roofline.gpu_peaks(measure=FakeMeasure(HALF_SHARED)) == roofline.hardware(HALF_SHARED)
     measure = FakeMeasure(GOOD)
     new = roofline.check_fraction(3.4, HALF_SHARED, measure=measure)
     assert measure.calls == 1
@@ -167,7 +168,7 @@ def test_a_kernel_over_the_roofline_on_a_shared_gpu_gets_the_datasheet(h200):
 def test_check_fraction_takes_what_another_process_measured_meanwhile(h200):
     roofline.gpu_peaks(measure=FakeMeasure(GOOD))  # the cache no longer holds the caller's peaks
     measure = FakeMeasure(measured(bandwidth=4500.0))
-    assert roofline.check_fraction(3.4, HALF_SHARED, measure=measure) == GOOD
+    assert roofline.check_fraction(3.4, HALF_SHARED, measure=measure) == roofline.hardware(GOOD)
     assert measure.calls == 0
 
 
@@ -232,6 +233,35 @@ def test_two_processes_measure_once(tmp_path):
             p.kill()
     assert [p.exitcode for p in children] == [0, 0]
     assert log.read_text().splitlines() == ["start", "end"], "measured more than once"
-    assert [roofline.Peaks(**json.loads(out.read_text())) for out in outs] == [GOOD, GOOD]
+    assert [roofline.Peaks(**json.loads(out.read_text())) for out in outs] == [roofline.hardware(GOOD)] * 2
     if fork:
         assert time.perf_counter() - start < 5
+
+
+def test_the_compute_roof_is_the_datasheet_peak_and_cublas_the_best_library(h200):
+    """cuBLAS's measured matmul is the best library, never the roof: a kernel at parity with it
+    is at 77% of an H200's 989 TFLOP/s, not at 100%."""
+    peaks = roofline.gpu_peaks(measure=FakeMeasure(GOOD))
+    assert peaks.tflops["bfloat16"] == 989 and peaks.library_tflops == TFLOPS
+    assert peaks.bandwidth_gbs == GOOD.bandwidth_gbs  # the memory roof stays measured
+    at_cublas = 2 * 8192**3 / (TFLOPS["bfloat16"] * 1e12) * 1e3  # ms
+    fraction = roofline.fraction_of_roofline(at_cublas, 3 * 8192**2 * 2, 2 * 8192**3, peaks, "bfloat16")
+    assert fraction == pytest.approx(758.1 / 989)
+
+
+def test_a_record_of_the_old_kind_is_read_on_the_hardware_roof():
+    old = GOOD.to_dict()
+    del old["library_tflops"]  # written before the roof was the datasheet's
+    peaks = roofline.from_record(old)
+    assert peaks.tflops["float16"] == 989 and peaks.library_tflops["float16"] == 728.5
+    assert roofline.from_record(peaks.to_dict()) == peaks  # converted once, not twice
+
+
+def test_a_gpu_the_table_does_not_list_keeps_its_measured_matmul_as_roof():
+    odd = roofline.Peaks("Some Future GPU", 100.0, {"float32": 1.0}, "measured on Some Future GPU (fake)", 90.0)
+    assert roofline.hardware(odd) == odd
+
+
+def test_a_roof_is_never_under_a_measurement():
+    fast = measured(tflops={"bfloat16": 1200.0, "float16": 700.0, "float32": 50.0})  # a future cuBLAS, or a bad count
+    assert roofline.hardware(fast).tflops["bfloat16"] == 1200.0

@@ -9,6 +9,7 @@ import json
 
 import torch
 
+from .. import roofline
 from ..tasks import Case
 from ..tasks.ch10_capstone import COPY_BANDWIDTH, SHAPES, capstone_bytes, capstone_flops
 
@@ -59,17 +60,26 @@ def capstone_records() -> dict:
 
 
 def recorded_peaks(name: str = PEAKS_RECORD) -> dict | None:
-    """meta.peaks of a bench record (cuBLAS 8192^3 matmuls and a copy, measured in that run with
-    course_lib.timing), with "file" added; None where the record or its peaks are missing. The FLOP
-    floors use these, not MATMUL_REFERENCE_RATE: a floor below what cuBLAS reached in a run is no floor."""
+    """meta.peaks of a bench record (a copy and cuBLAS 8192^3 matmuls, measured in that run with
+    course_lib.timing), with "file" added; None where the record or its peaks are missing."""
     data = read_record(name)
     peaks = (data or {}).get("meta", {}).get("peaks")
     return dict(peaks, file=f"results/{name}") if peaks else None
 
 
 def matmul_rate(dtype: str, peaks: dict | None) -> float:
-    """FLOP/s for a dtype name ("bfloat16", "float16"): the record's peak, else the reference rate."""
-    return peaks["tflops"][dtype] * 1e12 if peaks and dtype in peaks.get("tflops", {}) else MATMUL_REFERENCE_RATE
+    """The FLOP floors' rate, FLOP/s, for a dtype name ("bfloat16", "float16"): the GPU's datasheet
+    dense peak (``roofline.hardware``: the roof is the hardware's, and no kernel can be faster), the
+    H200's when no peaks are recorded."""
+    sheet = roofline.from_record(peaks) if peaks else roofline.datasheet_peaks()
+    return sheet.flops_rate(dtype) * 1e12
+
+
+def library_rate(dtype: str, peaks: dict | None) -> float:
+    """cuBLAS's measured rate, FLOP/s, at 8192^3 in the record's run (the best library: what a kernel
+    can hope to reach, not a roof); MATMUL_REFERENCE_RATE when none is recorded."""
+    measured = (roofline.from_record(peaks).library_tflops or {}) if peaks else {}
+    return measured[dtype] * 1e12 if dtype in measured else MATMUL_REFERENCE_RATE
 
 
 def kernel_floor_ms(n_bytes: float, n_flops: float, rate: float, bandwidth: float = COPY_BANDWIDTH) -> float:
@@ -232,21 +242,24 @@ def summary_text(label: str, dtype: str, records: dict, peaks: dict | None) -> s
         return f"{label} {dtype}: nothing recorded"
     shape = SHAPES[label]
     meta = records["experiment" if source == EXPERIMENT_RECORD else "baselines"]["meta"]
-    rate = matmul_rate(dtype, peaks)
+    rate, library = matmul_rate(dtype, peaks), library_rate(dtype, peaks)
     memory_ms, flop_ms = layer_floors_ms(shape, getattr(torch, dtype), rate)
+    library_ms = flop_ms * rate / library  # the layer's FLOPs at cuBLAS's rate
     lines = [
         f"{label} {shape} {dtype}: from {source}, recorded on {results.provenance(meta)}",
         f"  method: {meta['method']}",
         f"  floors: memory {memory_ms:.3f} ms at {COPY_BANDWIDTH / 1e12:.2f} TB/s, FLOPs {flop_ms:.3f} ms at "
-        f"{rate / 1e12:.0f} TFLOP/s ({'meta.peaks of ' + peaks['file'] if peaks else 'the reference rate'})",
-        f"  {'':<48}{'ms':>7}{'x naive':>9}{'of memory floor':>17}{'of FLOP floor':>15}",
+        f"{rate / 1e12:.0f} TFLOP/s (the datasheet's dense peak); the FLOPs at cuBLAS's {library / 1e12:.0f} "
+        f"TFLOP/s, the best library ({'meta.peaks of ' + peaks['file'] if peaks else 'the reference rate'}): "
+        f"{library_ms:.3f} ms",
+        f"  {'':<48}{'ms':>7}{'x naive':>9}{'of memory floor':>17}{'of FLOP floor':>15}{'at cuBLAS rate':>16}",
     ]
     for r in rows:
         if r["ms"] is None:
             lines.append(f"  {r['name']:<48}{'-':>7}   {r['note']}")
         elif r["whole"]:
             lines.append(f"  {r['name']:<48}{r['ms']:>7.3f}{r['over']:>8.2f}x{memory_ms / r['ms']:>17.0%}"
-                         f"{flop_ms / r['ms']:>15.0%}   {r['note']}")  # fmt: skip
+                         f"{flop_ms / r['ms']:>15.0%}{library_ms / r['ms']:>16.0%}   {r['note']}")  # fmt: skip
         else:
             lines.append(
                 f"  {r['name']:<48}{r['ms']:>7.3f}   (a part of the layer){'; ' + r['note'] if r['note'] else ''}"

@@ -12,13 +12,14 @@ from ._common import VARIANT_ORDER, _dtype_name, _si, _spec
 
 def model_peaks() -> roofline.Peaks:
     """Peaks of the reference GPU: the highest bandwidth measured in any benchmark record (runs on
-    one day differ by about 1%, and the roof must not sit under a recorded kernel), else the datasheet."""
+    one day differ by about 1%, and the roof must not sit under a recorded kernel), else the datasheet;
+    the compute roof is the GPU's datasheet peak either way (``roofline.hardware``)."""
     measured = []
     for data in results.load_bench_files():
         found = data["meta"].get("peaks")
         if found:
             try:
-                measured.append(roofline.Peaks(**found))
+                measured.append(roofline.from_record(found))
             except TypeError:
                 continue
     if measured:
