@@ -500,3 +500,38 @@ def ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=None, config=None
         return one_launch(w_u, w_c, e_user, e_cand, user_of, out, user_out, sms, config)
     gemm(w_u, e_user, user_out, config=user_config or pick_user_config(U, w_u.shape[0], N, sms), sms=sms)
     return gemm(w_c, e_cand, out, user_out, user_of, config=config, sms=sms, user_mode=user_mode)
+
+
+# the tries of scripts/experiments_capstone.py (ws_try, ws_user_try rows) and of scripts/gluon_capstone.py's smoke run
+# step 4's candidate GEMM as tried at each shape: (BLOCK_M, BLOCK_N, BLOCK_K, NUM_BUFFERS, num_warps,
+# programs per SM[, "pingpong"]) and the user mode (this module: 1 the user tile added
+# after the main loop, 2 the accumulator starting from it, 3 as 2 with the next tile's loaded early, all
+# three by loads from global memory; 5 the user tile copied by TMA into the staging tile during the main
+# loop, added in the epilogue). Cooperative: two warpgroups on one tile (8 warps) or one (4 warps,
+# 64-row tiles); ping-pong: two warpgroups on alternate tiles, one's epilogue beside the other's main
+# loop. user_out is in out's dtype for every try, as in ws_compression. The tiles stored from the
+# registers ("direct", 2-3 times slower) are in results/experiment_capstone_2026-12-02_h200.json.
+WS_TRIES = [
+    ((128, 256, 64, 3, 8, 1), 3),
+    ((128, 128, 64, 4, 8, 1), 3),
+    ((64, 256, 64, 4, 4, 1), 3),
+    ((64, 256, 64, 4, 4, 1, "pingpong"), 1),
+    ((64, 256, 64, 4, 4, 1, "pingpong"), 2),
+    ((64, 256, 64, 4, 4, 1, "pingpong"), 5),
+    ((128, 128, 64, 4, 4, 1, "pingpong"), 2),
+    ((128, 128, 64, 4, 4, 1, "pingpong"), 5),
+    ((128, 128, 64, 5, 4, 1, "pingpong"), 2),
+    ((128, 128, 64, 5, 4, 1, "pingpong"), 5),
+    ((64, 128, 64, 6, 4, 1, "pingpong"), 5),
+    # W_c's tile resident in shared memory, the ring carrying E only (scripts/ws_stationary.py; short K only)
+    ((128, 128, 64, 4, 4, 1, "pingpong", "stationary"), 2),
+]
+# the user GEMM (mode 0, user_out in out's dtype) as tried at each shape: rows only (ws_user_try); the
+# step is the solution's (its pick_user_config)
+USER_TRIES = [
+    (128, 128, 64, 4, 8, 1),
+    (128, 64, 64, 4, 8, 1),
+    (64, 128, 64, 4, 4, 1),
+    (64, 64, 64, 4, 4, 1),
+    (128, 128, 64, 4, 4, 1, "pingpong"),
+]

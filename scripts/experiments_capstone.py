@@ -75,38 +75,13 @@ SWEEP = [
 ]
 
 
-# step 4's candidate GEMM as tried at each shape: (BLOCK_M, BLOCK_N, BLOCK_K, NUM_BUFFERS, num_warps,
-# programs per SM[, "pingpong"]) and the user mode (scripts/capstone_variants.py: 1 the user tile added
-# after the main loop, 2 the accumulator starting from it, 3 as 2 with the next tile's loaded early, all
-# three by loads from global memory; 5 the user tile copied by TMA into the staging tile during the main
-# loop, added in the epilogue). Cooperative: two warpgroups on one tile (8 warps) or one (4 warps,
-# 64-row tiles); ping-pong: two warpgroups on alternate tiles, one's epilogue beside the other's main
-# loop. user_out is in out's dtype for every try, as in ws_compression. The tiles stored from the
-# registers ("direct", 2-3 times slower) are in results/experiment_capstone_2026-12-02_h200.json.
-WS_TRIES = [
-    ((128, 256, 64, 3, 8, 1), 3),
-    ((128, 128, 64, 4, 8, 1), 3),
-    ((64, 256, 64, 4, 4, 1), 3),
-    ((64, 256, 64, 4, 4, 1, "pingpong"), 1),
-    ((64, 256, 64, 4, 4, 1, "pingpong"), 2),
-    ((64, 256, 64, 4, 4, 1, "pingpong"), 5),
-    ((128, 128, 64, 4, 4, 1, "pingpong"), 2),
-    ((128, 128, 64, 4, 4, 1, "pingpong"), 5),
-    ((128, 128, 64, 5, 4, 1, "pingpong"), 2),
-    ((128, 128, 64, 5, 4, 1, "pingpong"), 5),
-    ((64, 128, 64, 6, 4, 1, "pingpong"), 5),
-    # W_c's tile resident in shared memory, the ring carrying E only (scripts/ws_stationary.py; short K only)
-    ((128, 128, 64, 4, 4, 1, "pingpong", "stationary"), 2),
-]
-# the user GEMM (mode 0, user_out in out's dtype) as tried at each shape: rows only (ws_user_try); the
-# step is the solution's (its pick_user_config)
-USER_TRIES = [
-    (128, 128, 64, 4, 8, 1),
-    (128, 64, 64, 4, 8, 1),
-    (64, 128, 64, 4, 4, 1),
-    (64, 64, 64, 4, 4, 1),
-    (128, 128, 64, 4, 4, 1, "pingpong"),
-]
+# step 4's tries (WS_TRIES, USER_TRIES) are the variants module's: scripts/capstone_variants.py
+VARIANTS_FILE = Path(__file__).with_name("capstone_variants.py")
+
+
+def _variants():
+    """scripts/capstone_variants.py, loaded as course_lib loads a task file (it imports Gluon)."""
+    return sources.load_file(VARIANTS_FILE, "ws_compression", "capstone_variants")[0]
 
 
 def _rel_err(got: torch.Tensor, expected: torch.Tensor) -> float:
@@ -258,8 +233,7 @@ def _gluon_rows(s: Session, tries: list | None) -> None:
     from course_lib.tasks.ch10_warp_specialized import padded
 
     solution = sources.load_module("ws_compression", "solutions")  # the course's step 4
-    variants_file = Path(__file__).with_name("capstone_variants.py")  # step 4's variants, timed beside it
-    variants = sources.load_file(variants_file, "ws_compression", "capstone_variants")[0]
+    variants = _variants()  # step 4's variants, timed beside it
     a, out = s.args, s.inputs["out"]
     w_u, w_c = padded(a["w"][:, : a["ku"]]), padded(a["w"][:, a["ku"] :])
     args = {"w_u": w_u, "w_c": w_c, "e_user": a["e_user"], "e_cand": a["e_cand"], "user_of": a["user_of"]}
@@ -267,7 +241,7 @@ def _gluon_rows(s: Session, tries: list | None) -> None:
     U, _, N = a["e_user"].shape
     user_out = torch.empty(U, w_u.shape[0], N, dtype=out.dtype, device=DEVICE)
     user_expected = torch.matmul(w_u.double(), a["e_user"].double())
-    for config in USER_TRIES if tries else ():
+    for config in variants.USER_TRIES if tries else ():
         s.record("ws_user_try", lambda c=config: variants.gemm(w_u, a["e_user"], user_out, config=c, sms=sms),
                  output=user_out, expected=user_expected, config=list(config))  # fmt: skip
     solution.user_gemm(w_u, a["e_user"], user_out, sms)  # the candidate tries add this user_out
@@ -407,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
                     _torch_rows(s, compile_modes)
                     _solution_rows(s, module, entry, args.sweep)
                     if not args.no_gluon:
-                        _gluon_rows(s, [t for t in WS_TRIES if not (args.no_pingpong and "pingpong" in t[0])])
+                        _gluon_rows(
+                            s, [t for t in _variants().WS_TRIES if not (args.no_pingpong and "pingpong" in t[0])]
+                        )
             except Exception:
                 traceback.print_exc()
             rows += s.rows if s is not None else []

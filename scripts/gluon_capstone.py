@@ -110,10 +110,8 @@ SWEEP = [
 
 
 def smoke() -> int:
-    """Each ping-pong configuration of experiments_capstone.py once at two shapes, checked (run under a
-    timeout: a schedule that deadlocks shows here, not in the long run)."""
-    from experiments_capstone import WS_TRIES
-
+    """Each configuration that experiments_capstone.py tries (capstone_variants.WS_TRIES) once at two
+    shapes, checked (run under a timeout: a schedule that deadlocks shows here, not in the long run)."""
     failed = 0
     for label in ("course", "published"):
         x = case_inputs(label, torch.bfloat16, "cuda")
@@ -121,7 +119,7 @@ def smoke() -> int:
         out = torch.empty(B, M, N, dtype=torch.bfloat16, device="cuda")
         user_out = torch.matmul(x["w_u"].float(), x["e_user"].float())
         ref = torch.matmul(x["w_c"].double(), x["e_cand"].double()) + user_out.double()[x["user_of"]]
-        for config, mode in WS_TRIES:
+        for config, mode in ws.WS_TRIES:
             out.fill_(float("nan"))
             if "stationary" in config:  # scripts/ws_stationary.py's kernel, where the shape lets it
                 import ws_stationary
