@@ -615,9 +615,16 @@ def _graded(
             result.details = reply["details"]
             raise _Stop(result)
         failures = []
+
+        def unlocked(message, limit, kind, fd=None, most_data=None, lock=True):
+            return ask(message, limit, kind, fd, most_data, lock=False)
+
         for i, case in enumerate(cases):
             phase = f"case '{case.label}' ({case.describe()})"
-            outcome = _one_case(spec, case, seed + i, ask, checked, limits.for_case(i))
+            # the whole case holds the GPU shared, the grader's own work on it too (its inputs made, its
+            # float64 reference on the CPU): a timing window of another job has the machine to itself
+            with tiers.gpu_use(key, exclusive=False) if gpu else contextlib.nullcontext():
+                outcome = _one_case(spec, case, seed + i, unlocked, checked, limits.for_case(i))
             if outcome.ok:
                 result.cases_passed += 1
                 continue
@@ -778,7 +785,8 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
     worker only) on ``case`` by this process's clock (``tiers``). Returns (Timing or None, Outcome): for
     the launcher, the outcome judges one more call on fresh inputs after the windows (a baseline's output
     is not judged)."""
-    prepared = case_tools.prepare(spec, case, case_seed)
+    with tiers.gpu_use(key, exclusive=False) if _cuda_here() else contextlib.nullcontext():
+        prepared = case_tools.prepare(spec, case, case_seed)  # CPU work: none of it beside a timing window
     with SharedCase(prepared.tensors) as shared:
         message = {
             "kind": "speed", "shared": shared.message, "order": prepared.order, "values": prepared.values,
@@ -816,11 +824,19 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
             if isinstance(first, case_tools.Outcome):
                 return None, first
             reps_plan = tiers.plan(first)
-            # one window more, not counted: a GPU that sat idle raises its clocks on the first ~50 ms of
-            # work (on the H200 the first thing timed on a fresh machine came out 1.6x slow without it)
-            warm = window(reps_plan[0]) if first < tiers.SLOW_CALL_S else 0.0
-            if isinstance(warm, case_tools.Outcome):
-                return None, warm
+            # windows not counted, until one lasts about WINDOW_S (tiers.grow): a GPU that sat idle raises
+            # its clocks on the first ~50 ms of work (on the H200 the first thing timed on a fresh machine
+            # came out 1.6x slow without one), and R from one first call can be far too small
+            if first < tiers.SLOW_CALL_S:
+                reps = reps_plan[0]
+                for _ in range(tiers.WARM_WINDOWS):
+                    warm = window(reps)
+                    if isinstance(warm, case_tools.Outcome):
+                        return None, warm
+                    if (grown := tiers.grow(reps, warm)) == reps:
+                        break
+                    reps = grown
+                reps_plan = [reps] * tiers.WINDOWS
             for reps in reps_plan:
                 seconds = window(reps)
                 if isinstance(seconds, case_tools.Outcome):

@@ -85,7 +85,9 @@ class Report:
             body = "\n".join(r.details)
             if r.output.strip() and r.status != PASS:
                 body += "\n\nyour code printed:\n" + r.output.rstrip()
-            detail = f"<pre style='margin:4px 0 0 0'>{html.escape(body)}</pre>" if body.strip() else ""
+            # JupyterLab's own style breaks a <pre> inside any word ("store" / "d"): lines wrap between words
+            pre = "margin:4px 0 0 0; white-space:pre-wrap; word-break:normal; overflow-wrap:break-word"
+            detail = f"<pre style='{pre}'>{html.escape(body)}</pre>" if body.strip() else ""
             style = f"color:{COLOUR[r.status]};font-weight:bold;vertical-align:top"
             rows.append(
                 f"<tr><td style='{style}'>{LABEL[r.status]}</td>"

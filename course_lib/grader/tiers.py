@@ -43,8 +43,10 @@ from pathlib import Path
 from .. import filelock, runtime, tasks
 
 WORKS, FAST, EXPERT = "works", "fast", "expert"
-WINDOW_S = 0.05  # the length of one timing window (R calls): the message's own cost is under 1% of it
+WINDOW_S = 0.1  # the length of one timing window (R calls): the message's own cost is 1-3% of it at most
 WINDOWS = 7
+MAX_REPS = 8192  # calls in one window at most
+WARM_WINDOWS = 4  # uncounted windows at most, while R grows until a window lasts about WINDOW_S
 SLOW_CALL_S = 0.25  # a call this slow is timed one call at a time (three of them)
 MIN_NOISE = 0.03  # a spread below 3% is not believed: back-to-back windows on one GPU vary that much
 MAX_NOISE = 0.10  # nor one above 10%: parity is a band around a bar, not a pass for any time
@@ -83,11 +85,23 @@ def per_call(windows: list[tuple[int, float]]) -> Timing:
 
 def plan(first_call_s: float) -> list[int]:
     """The windows to time, from one call's time (which includes the message's cost): ``WINDOWS``
-    windows of R calls, R calls taking about ``WINDOW_S``; a slow call is timed alone, three times."""
+    windows of R calls, R calls taking about ``WINDOW_S``; a slow call is timed alone, three times.
+    R is a first guess: ``grow`` corrects it from the uncounted windows before the counted ones."""
     if first_call_s >= SLOW_CALL_S:
         return [1, 1, 1]
-    reps = max(2, min(8192, math.ceil(WINDOW_S / max(first_call_s, 1e-6))))
+    reps = max(2, min(MAX_REPS, math.ceil(WINDOW_S / max(first_call_s, 1e-6))))
     return [reps] * WINDOWS
+
+
+def grow(reps: int, window_s: float) -> int:
+    """R for the next window, after a window of ``reps`` calls took ``window_s`` (the message's cost
+    included): ``reps`` itself once a window lasts most of ``WINDOW_S``, else more calls. A first call
+    slowed by anything (a cold cache, the clocks rising, other processes on the CPU) gives too small an
+    R; windows that short are mostly the message's cost (on the H200, with 8 jobs beside it, 21 calls of
+    200 us came out 1.5-2x slow), so no window is counted until one lasts long enough."""
+    if window_s >= 0.8 * WINDOW_S or reps >= MAX_REPS:
+        return reps
+    return min(MAX_REPS, math.ceil(reps * 1.1 * WINDOW_S / max(window_s, 1e-6)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -191,7 +205,7 @@ def roofline_seconds(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:
 
 
 # The timing protocol's version: bars timed by another protocol are timed again.
-PROTOCOL = "timing-2"
+PROTOCOL = "timing-3"
 
 
 def physical_floor_s(spec: tasks.TaskSpec, case: tasks.Case) -> float | None:

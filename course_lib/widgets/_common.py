@@ -32,8 +32,14 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+# JupyterLab's own style breaks a <pre> inside any word: lines wrap between words here
+PRE_STYLE = (
+    "margin:0; font-size:12px; line-height:1.35; white-space:pre-wrap; word-break:normal; overflow-wrap:break-word"
+)
+
+
 def _pre(text: str) -> str:
-    return f'<pre style="margin:0; font-size:12px; line-height:1.35; white-space:pre-wrap">{html.escape(text)}</pre>'
+    return f'<pre style="{PRE_STYLE}">{html.escape(text)}</pre>'
 
 
 def _heading(text: str, note: str = "") -> str:
