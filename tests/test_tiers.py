@@ -492,3 +492,15 @@ def test_the_html_report_wraps_lines_between_words():
     page = Report([result])._repr_html_()
     assert "word-break:normal" in page and "white-space:pre-wrap" in page
     assert "stored through shared memory" in page
+
+
+def test_a_reference_that_fails_on_the_device_is_computed_on_the_cpu():
+    """On a GPU the grader computes its float64 references there (the capstone's published case is 464
+    GFLOP); one that cannot run there (here: the meta device, which holds no values) falls back to the CPU."""
+    from course_lib.grader import cases as case_tools
+
+    spec = tasks.get("vector_add")
+    inputs = {"x": torch.arange(5, dtype=torch.float64), "y": torch.ones(5, dtype=torch.float64)}
+    expected = case_tools.reference_of(spec, inputs, device="meta")
+    assert expected.device.type == "cpu" and torch.equal(expected, inputs["x"] + 1)
+    assert torch.equal(case_tools.reference_of(spec, inputs), expected)

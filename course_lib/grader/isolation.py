@@ -615,6 +615,7 @@ def _graded(
             result.details = reply["details"]
             raise _Stop(result)
         failures = []
+        reference_on = "cuda" if gpu and _cuda_here() else None  # the float64 references on this GPU
 
         def unlocked(message, limit, kind, fd=None, most_data=None, lock=True):
             return ask(message, limit, kind, fd, most_data, lock=False)
@@ -624,7 +625,7 @@ def _graded(
             # the whole case holds the GPU shared, the grader's own work on it too (its inputs made, its
             # float64 reference on the CPU): a timing window of another job has the machine to itself
             with tiers.gpu_use(key, exclusive=False) if gpu else contextlib.nullcontext():
-                outcome = _one_case(spec, case, seed + i, unlocked, checked, limits.for_case(i))
+                outcome = _one_case(spec, case, seed + i, unlocked, checked, limits.for_case(i), device=reference_on)
             if outcome.ok:
                 result.cases_passed += 1
                 continue

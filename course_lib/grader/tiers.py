@@ -10,10 +10,10 @@ timed_case``), and given a tier from the bars in its spec (``TaskSpec.speed_tier
 What decides a tier lives here, in the grader's process, never in the learner's:
 
 * **The clock is the grader's.** The worker is told to run the launcher R times and to report when
-  the GPU is done; the grader measures the time between its message and the reply (R calls take
-  about 50 ms, so the message's own cost is under 1%). Of seven windows the fastest counts: whatever
-  disturbs a window (another process busy on the CPU, say) only slows it. Nothing the learner's
-  process says about time is read.
+  the GPU is done; the grader measures the time between its message and the reply. R grows over
+  uncounted windows until R calls take about 100 ms (``grow``), so the message's own cost is 1-3% of
+  a window at most. Of seven windows the fastest counts: whatever disturbs a window (another process
+  busy on the CPU, say) only slows it. Nothing the learner's process says about time is read.
 * **The timed calls compute.** Every call of every window must launch a kernel of its own, and after
   the last window one more call, on fresh inputs at the timed shape with poisoned outputs, is judged
   like any case (its reference computed on this process's GPU). A launcher that keeps state between
@@ -21,9 +21,11 @@ What decides a tier lives here, in the grader's process, never in the learner's:
 * **The bars are measured on this GPU the same way**: the course's solution and the torch baseline
   run in a worker of the grader's own (the course's code only, no learner's), through the same
   protocol, once per machine and set of versions (cached beside the time limits).
-* **The GPU is the timing's alone.** Every other grading step on a GPU holds the GPU shared; a timing
-  window holds it exclusively (``gpu_use``): a lock across processes, so several graders on one
-  machine never time while another one's kernels run. A waiting timer keeps new steps out.
+* **The machine is the timing's alone.** Every other grading step on a GPU holds the GPU shared, a
+  case for all of its work (its inputs made, the worker's run, the float64 reference and the
+  comparison); a timing window holds it exclusively (``gpu_use``): a lock across processes, so
+  several graders on one machine never time while another one's kernels or references run. A
+  waiting timer keeps new steps out.
 * **Noise is parity.** Each time has a spread (how far the third fastest window is from the fastest,
   counted as 3% to 10%); a kernel within the spreads of both times meets a bar.
 """
