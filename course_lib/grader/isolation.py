@@ -571,11 +571,14 @@ def _graded(
     try:
         gpu = worker.mode == runtime.GPU
         key = tiers.gpu_key(worker.env)
+        # on a GPU machine every step holds the GPU shared, the interpreter's run of the bounds check too
+        # (all CPU work: a timing window beside it would time a starved host)
+        share = gpu or runtime.is_gpu()
 
         def ask(message, limit, kind, fd=None, most_data=None, lock=True):
-            # on a GPU every step holds the GPU shared: a timing window (lock=False, inside the
-            # exclusive hold) runs with no other grader's kernels beside it
-            held = tiers.gpu_use(key, exclusive=False) if gpu and lock else contextlib.nullcontext()
+            # a timing window (lock=False, inside the exclusive hold) runs with no other grader's
+            # kernels, references or interpreter beside it
+            held = tiers.gpu_use(key, exclusive=False) if share and lock else contextlib.nullcontext()
             began = time.perf_counter()
             wait = min(limit, max(budget - time.monotonic(), 0.5))
             try:
@@ -624,7 +627,7 @@ def _graded(
             phase = f"case '{case.label}' ({case.describe()})"
             # the whole case holds the GPU shared, the grader's own work on it too (its inputs made, its
             # float64 reference on the CPU): a timing window of another job has the machine to itself
-            with tiers.gpu_use(key, exclusive=False) if gpu else contextlib.nullcontext():
+            with tiers.gpu_use(key, exclusive=False) if share else contextlib.nullcontext():
                 outcome = _one_case(spec, case, seed + i, unlocked, checked, limits.for_case(i), device=reference_on)
             if outcome.ok:
                 result.cases_passed += 1
