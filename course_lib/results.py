@@ -19,6 +19,13 @@ def provenance(meta: dict) -> str:
     )
 
 
+def read_record(name: str) -> dict | None:
+    """A JSON record of results/ by file name (an experiment's, a bench's), or None where it has not
+    been written yet."""
+    path = results_dir() / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def load_bench_files() -> list[dict]:
     """Every benchmark record file: {"meta": ..., "records": [...], "path": ...}, newest first."""
     files = []

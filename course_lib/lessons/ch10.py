@@ -5,8 +5,6 @@ records' names and the course's targets. Moved from ``course_lib.tasks.ch10_caps
 
 from __future__ import annotations
 
-import json
-
 import torch
 
 from .. import roofline
@@ -46,8 +44,7 @@ def read_record(name: str) -> dict | None:
     """A JSON record of results/ by file name, or None where it has not been written yet."""
     from .. import results
 
-    path = results.results_dir() / name
-    return json.loads(path.read_text()) if path.exists() else None
+    return results.read_record(name)
 
 
 def capstone_records() -> dict:
