@@ -1,4 +1,4 @@
-"""The record readers of notebooks 06, 07 and 09 (course_lib.lessons.ch06, ch07, ch09): each table
+"""The record readers of notebooks 06, 07, 09 and 10 (course_lib.lessons.ch06, ch07, ch09, ch10): each table
 says that its record is not recorded yet where it is missing (the CPU-mode notebook runs, with the
 records in results/, never take that branch), and names the record it read, with its provenance,
 where it is there."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from course_lib import results
-from course_lib.lessons import ch06, ch07, ch09
+from course_lib.lessons import ch06, ch07, ch09, ch10
 
 MISSING = {  # each table without its record -> what it must say
     "ch06.kernels_table": (lambda: ch06.kernels_table(None), "not recorded yet"),
@@ -61,3 +61,64 @@ def test_the_noise_band_is_the_widest_gap_of_one_call():
     assert noise == (max(g[3] for g in gaps) if gaps else 0.0)
     assert text.startswith("noise band:")
     assert ch06.verdict(1 + noise + 1e-9, noise) == "helped" and ch06.verdict(1.0, noise) == "within noise"
+
+
+RATE = 989e12  # FLOP/s: any roof will do for the text's shape; notebook 10 passes the datasheet's bf16 peak
+NO_RECORDS = {"baselines": None, "experiment": None, "gluon": None}
+MISSING_10 = {  # notebook 10's texts, with results/ empty and no record passed -> what each must say
+    "ch10.naive_against_records": (
+        lambda: ch10.naive_against_records(1.0, RATE, RATE / 2, None, None),
+        f"the recorded baselines (results/{ch10.BASELINES_RECORD}): not in results/",
+    ),
+    "ch10.decomposition_recorded": (lambda: ch10.decomposition_recorded(None, RATE), ""),
+    "ch10.padding_records": (lambda: ch10.padding_records(NO_RECORDS), "chapter 08's bench: not recorded yet"),
+    "ch10.decomposed_rest_recorded": (lambda: ch10.decomposed_rest_recorded(None, RATE), ""),
+    "ch10.step4_records": (lambda: ch10.step4_records(None), f"step 4 in the experiment: {ch10.NOT_YET}"),
+    "ch10.ws_tries_table": (lambda: ch10.ws_tries_table(None), ch10.NOT_YET),
+}
+
+
+@pytest.mark.parametrize("name", MISSING_10)
+def test_a_ch10_text_without_its_records_says_so(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))  # a course whose results/ is empty
+    text, expected = MISSING_10[name]
+    got = text()
+    assert expected in got if expected else got == ""  # "": the notebook prints nothing without the baselines
+    assert "recorded on" not in got
+
+
+RECORDED_10 = {  # notebook 10's texts -> (the record each reads, the text from it)
+    "ch10.naive_against_records": (
+        ch10.BASELINES_RECORD,
+        lambda record: ch10.naive_against_records(1.0, RATE, RATE / 2, record, None),
+    ),
+    "ch10.decomposition_recorded": (ch10.BASELINES_RECORD, lambda record: ch10.decomposition_recorded(record, RATE)),
+    "ch10.padding_records": (
+        ch10.EXPERIMENT_RECORD,
+        lambda record: ch10.padding_records(dict(NO_RECORDS, experiment=record)),
+    ),
+    "ch10.step4_records": (ch10.EXPERIMENT_RECORD, ch10.step4_records),
+    "ch10.ws_tries_table": (ch10.EXPERIMENT_RECORD, ch10.ws_tries_table),
+}
+
+
+@pytest.mark.parametrize("name", RECORDED_10)
+def test_a_ch10_text_names_its_record_and_provenance(name):
+    record_name, text = RECORDED_10[name]
+    record = results.read_record(record_name)
+    if record is None:
+        pytest.skip(f"results/{record_name} is not recorded")
+    got = text(record)
+    assert results.provenance(record["meta"]) in got
+    if name != "ch10.decomposition_recorded":  # its line gives the provenance alone, as the notebook prints it
+        assert record_name in got
+
+
+def test_the_decomposed_split_reads_the_published_baselines():
+    record = results.read_record(ch10.BASELINES_RECORD)
+    if record is None:
+        pytest.skip(f"results/{ch10.BASELINES_RECORD} is not recorded")
+    row = ch10.baseline_row(record, "published")
+    text = ch10.decomposed_rest_recorded(record, RATE)
+    assert results.provenance(record["meta"]) in text
+    assert f"{row['decomposed_eager_ms'] - row['cublas_candidate_ms']:.3f} ms" in text

@@ -1,15 +1,18 @@
 """What notebook 10 reads and shows from the records (one floor above the task module, which holds
 what grading needs): section 1's floors and cost models, section 6's summary tables and chart, the
-records' names and the course's targets. Moved from ``course_lib.tasks.ch10_capstone``, unchanged.
+records' names and the course's targets (moved from ``course_lib.tasks.ch10_capstone``, unchanged);
+then the records sections 1 to 5 print beside their models, each function returning the text the
+notebook prints. The models, floors and kernels the prose walks through stay in the notebook.
 """
 
 from __future__ import annotations
 
 import torch
+import triton
 
 from .. import roofline
 from ..tasks import Case
-from ..tasks.ch10_capstone import COPY_BANDWIDTH, SHAPES, capstone_bytes, capstone_flops
+from ..tasks.ch10_capstone import COPY_BANDWIDTH, PUBLISHED, SHAPES, capstone_bytes, capstone_flops, split_flops
 
 # --------------------------------------------------------------------------------------------------
 # the notebook's models and records (notebooks/10_capstone.ipynb): section 1's floors, section 6's
@@ -320,3 +323,271 @@ def launch_lines(launches) -> list[str]:
             f"mbarrier waits {facts['mbarrier_waits']}, ld.global (loads outside TMA) {loads}",
         ]
     return lines
+
+
+# --------------------------------------------------------------------------------------------------
+# the records each section reads beside its model: the text the notebook prints. The models, floors and
+# kernels stay in the notebook, where the prose walks through them.
+
+
+def naive_against_records(
+    naive_floor_ms: float, rate: float, library: float, baselines: dict | None, peaks: dict | None
+) -> str:
+    """Section 1, after the naive kernels' floors: chapter 09's Gluon GEMM (``results.records("ws_matmul")``,
+    shown where ``peaks`` are recorded) as a share of the roof ``rate``, beside cuBLAS's ``library`` rate;
+    then the recorded baselines (BASELINES_RECORD: provenance, method, source, notes) and their naive
+    eager time at the published shape against ``naive_floor_ms``, the sum of its kernels' floors."""
+    from .. import results
+
+    lines = []
+    gemm = results.records("ws_matmul")  # chapter 09: a kernel's rate against the peak used here
+    if gemm and peaks:
+        fastest = max(r["tflops"] for r in gemm if r["variant"] == "solution")
+        lines.append(
+            f"chapter 09's Gluon GEMM reached {fastest:.0f} TFLOP/s ({gemm[0]['file']}): {fastest * 1e12 / rate:.0%} "
+            f"of the roof, as cuBLAS does: no GEMM gets near the FLOP floor, so read a fraction of it against "
+            f"cuBLAS's {library / rate:.0%}"
+        )
+    if baselines is None:
+        lines.append(f"the recorded baselines (results/{BASELINES_RECORD}): not in results/")
+        return "\n".join(lines)
+    meta = baselines["meta"]
+    lines += [
+        f"\nthe recorded baselines: {results.provenance(meta)} ({BASELINES_RECORD})",
+        f"  method: {meta['method']}",
+        f"  source: {meta['source']}",
+        *(f"  note: {note}" for note in meta.get("notes", [])),
+    ]
+    row = baseline_row(baselines, "published")
+    lines.append(
+        f"  naive eager at the published shape, bf16: {row['naive_eager_ms']:.3f} ms, "
+        f"{row['naive_eager_ms'] / naive_floor_ms:.2f}x the sum of its kernels' floors"
+    )
+    return "\n".join(lines)
+
+
+def decomposition_recorded(baselines: dict | None, rate: float) -> str:
+    """Section 2's recorded check of the decomposition: at each shape, the baselines' (BASELINES_RECORD)
+    naive eager over decomposed eager, beside the FLOP ratio and the ratio of the eager kernels' floors
+    at ``rate``; "" where the baselines are not recorded."""
+    from .. import results
+
+    if not baselines:
+        return ""
+    lines = [
+        f"\nrecorded ({results.provenance(baselines['meta'])}): naive eager / decomposed eager, against the FLOP ratio"
+    ]
+    for label, shape in SHAPES.items():
+        row = baseline_row(baselines, label)
+        decomposed_flops, naive_flops = split_flops(Case(shape, torch.bfloat16, label))
+        eager = {way: sum(kernel_floor_ms(*k, rate) for k in kernels.values())
+                 for way, kernels in eager_kernels(shape).items()}  # fmt: skip
+        lines.append(
+            f"  {label:<11}{row['naive_eager_ms']:.3f} / {row['decomposed_eager_ms']:.3f} ms = "
+            f"{row['naive_eager_ms'] / row['decomposed_eager_ms']:.2f}x (FLOPs: {naive_flops / decomposed_flops:.2f}x; "
+            f"the eager kernels' floors: {eager['naive'] / eager['decomposed']:.2f}x)"
+        )
+    return "\n".join(lines)
+
+
+def padding_records(records: dict) -> str:
+    """Section 3's measurements of padding K, from three records: chapter 08's bench of the candidate GEMM
+    (``results.records("padded_bmm")``: the course's kernel and cuBLAS with rows 866 and 872 apart, each
+    one's fastest timing); cuBLAS's candidate GEMM in the recorded baselines (K as it is and padded in
+    W_c and E_cand); the experiment (EXPERIMENT_RECORD: W_c as a view, contiguous and padded, and the
+    solution's padding alone, in one run). Each says so where its record is missing."""
+    from .. import results
+
+    lines = []
+    bmm = results.records("padded_bmm")
+    if not bmm:
+        lines.append(f"chapter 08's bench: not recorded yet (results/{PEAKS_RECORD})")
+    else:
+        lines.append(
+            f"chapter 08's candidate GEMM alone, {tuple(bmm[0]['shape'])} (B, M, N, K) bf16, recorded on "
+            f"{bmm[0]['provenance']} ({bmm[0]['file']}):"
+        )
+        fastest = {}  # (variant, row stride) -> its fastest timing, ms
+        for r in bmm:
+            key = (r["variant"], r["params"]["k_stride"])
+            fastest[key] = min(fastest.get(key, float("inf")), r["median_ms"])
+        for variant in ("solution", "cublas"):
+            if (variant, 866) in fastest and (variant, 872) in fastest:
+                lines.append(
+                    f"  {variant:<9} rows 866 apart {fastest[variant, 866]:.3f} ms, "
+                    f"872 apart {fastest[variant, 872]:.3f} ms: "
+                    f"{fastest[variant, 866] / fastest[variant, 872]:.2f}x"
+                )
+    baselines, experiment = records["baselines"], records["experiment"]
+    if baselines:
+        lines.append(
+            f"\ncuBLAS's candidate GEMM in the recorded baselines ({results.provenance(baselines['meta'])}, do_bench):"
+        )
+        for r in baselines["rows"]:
+            kc = r["dims"][4]
+            if r["cublas_candidate_padded_ms"]:
+                lines.append(
+                    f"  {r['shape']} {r['dtype']}: K = {kc} {r['cublas_candidate_ms']:.3f} ms, K padded in W_c and "
+                    f"E_cand {r['cublas_candidate_padded_ms']:.3f} ms: "
+                    f"{r['cublas_candidate_ms'] / r['cublas_candidate_padded_ms']:.2f}x"
+                )
+            else:
+                lines.append(
+                    f"  {r['shape']} {r['dtype']}: Kc = {kc}, rows aligned already: {r['cublas_candidate_ms']:.3f} ms"
+                )
+    if experiment is None:
+        lines.append(
+            "\nthe experiment (W_c as a view, contiguous and padded, in one run; the solution's padding alone): "
+            f"{NOT_YET}"
+        )
+        return "\n".join(lines)
+    lines.append(f"\nthe experiment, recorded on {results.provenance(experiment['meta'])} ({EXPERIMENT_RECORD}):")
+    variants = (
+        "cublas_candidate_view",
+        "cublas_candidate_k_contiguous",
+        "cublas_candidate_padded",
+        "solution_part_pad",
+    )
+    for label, dtype in dict.fromkeys((r["shape_label"], r["dtype"]) for r in experiment["rows"]):
+        times = {v: measured(experiment, label, dtype, v) for v in variants}
+        shown = ", ".join(f"{v.replace('cublas_candidate_', '').replace('solution_part_', '')} {r['median_ms']:.3f} ms"
+                          for v, r in times.items() if r)  # fmt: skip
+        lines.append(f"  {label} {dtype}: cuBLAS's candidate GEMM alone and the solution's padding: {shown}")
+    return "\n".join(lines)
+
+
+def decomposed_rest_recorded(baselines: dict | None, rate: float) -> str:
+    """Section 4's recorded split of decomposed eager at the published shape, bf16 (BASELINES_RECORD):
+    its time, cuBLAS's candidate GEMM alone, and what the user GEMM, the gather and the add take
+    between them, against the sum of their floors at ``rate``; "" where the baselines are not recorded."""
+    from .. import results
+
+    row = baseline_row(baselines, "published")
+    if not row:
+        return ""
+    kernels = eager_kernels(PUBLISHED)["decomposed"]
+    rest_floor = sum(kernel_floor_ms(*kernels[k], rate)
+                     for k in ("user GEMM, once per user", "user_out[user_of]: gather", "add"))  # fmt: skip
+    return (
+        f"recorded ({results.provenance(baselines['meta'])}): decomposed eager "
+        f"{row['decomposed_eager_ms']:.3f} ms, cuBLAS's candidate GEMM alone (K = 866) "
+        f"{row['cublas_candidate_ms']:.3f} "
+        f"ms: the user GEMM, the gather and the add take the other "
+        f"{row['decomposed_eager_ms'] - row['cublas_candidate_ms']:.3f} ms; their floors sum to {rest_floor:.3f} ms"
+    )
+
+
+def step4_records(experiment: dict | None) -> str:
+    """Section 5's timings of step 4 and of the GEMMs it descends from: step 4 in the experiment
+    (EXPERIMENT_RECORD: each timing beside naive eager in the same run); step 4 in its own bench
+    (``results.records("ws_compression")``, the solution's rows); chapter 06's grouped GEMM and chapter
+    09's Gluon GEMM at K = 512 and 8192, each as a share of the cuBLAS of its own run, with the K steps
+    of 64 per tile. Each says so where its record is missing."""
+    from .. import results
+
+    lines = []
+    step4 = [r for r in (experiment or {}).get("rows", []) if r.get("variant") == "ws_compression" and "median_ms" in r]
+    if step4:
+        lines.append(
+            f"step 4 in the experiment, recorded on {results.provenance(experiment['meta'])} ({EXPERIMENT_RECORD}):"
+        )
+        for r in step4:
+            naive = measured(experiment, r["shape_label"], r["dtype"], "naive_eager")
+            against = (
+                f"; naive eager {naive['median_ms']:.3f} ms: {naive['median_ms'] / r['median_ms']:.1f}x"
+                if naive
+                else ""
+            )
+            lines.append(
+                f"  {r['shape_label']:<11}{r['dtype']:<9}run {r.get('repeat', 1)}: {r['median_ms']:.3f} ms, "
+                f"{r['tflops']:.0f} TFLOP/s{against}"
+            )
+    else:
+        lines.append(f"step 4 in the experiment: {NOT_YET}")
+    bench = [r for r in results.records("ws_compression") if r["variant"] == "solution"]  # step 4 alone, another run
+    if not bench:
+        lines.append("step 4 in `bench ws_compression --record`: not recorded")
+    else:
+        lines.append(
+            f"step 4 in `bench ws_compression --record`, a run of its own, recorded on {bench[0]['provenance']} "
+            f"({bench[0]['file']}):"
+        )
+        for shape, dtype in dict.fromkeys((tuple(r["shape"]), r["dtype"]) for r in bench):
+            times = [r["median_ms"] for r in bench if (tuple(r["shape"]), r["dtype"]) == (shape, dtype)]
+            lines.append(f"  {shape} {dtype:<9}" + " and ".join(f"{t:.3f}" for t in times) + " ms")
+    for chapter, task, name in (("06", "grouped_matmul", "grouped GEMM"), ("09", "ws_matmul", "Gluon GEMM")):
+        gemm = results.records(task)  # each against the cuBLAS of its own run
+        if not gemm:
+            lines.append(f"\nchapter {chapter}'s {name}: not recorded")
+            continue
+        lines.append(f"\nchapter {chapter}'s {name}, recorded on {gemm[0]['provenance']} ({gemm[0]['file']}):")
+        for shape in dict.fromkeys(tuple(r["shape"]) for r in gemm if r["shape"][2] in (512, 8192)):
+            rows = [r for r in gemm if tuple(r["shape"]) == shape]
+            cublas = next(r for r in rows if r["variant"] == "cublas")
+            mine = sorted(r["tflops"] for r in rows if r["variant"] == "solution")
+            low, high = f"{mine[0] / cublas['tflops']:.0%}", f"{mine[-1] / cublas['tflops']:.0%}"
+            share = low if low == high else f"{low} to {high}"
+            lines.append(
+                f"  {shape} (M, N, K): cuBLAS {cublas['tflops']:.0f} TFLOP/s; the {name} {mine[0]:.0f} to "
+                f"{mine[-1]:.0f} ({share} of it, {len(mine)} timings), {shape[2] // 64} K steps of 64 per tile"
+            )
+    return "\n".join(lines)
+
+
+def _try_schedule(config, warps: int) -> str:
+    """A ws_try row's schedule, from its configuration: ping-pong (with its kind: a direct store from the
+    registers, or W resident) or cooperative (8 warps: two consumer warpgroups)."""
+    kind = config[7] if len(config) > 7 else None
+    if "pingpong" in config:
+        return {"direct": "ping-pong, direct store", "stationary": "ping-pong, W resident"}.get(kind, "ping-pong")
+    return "cooperative" if warps == 8 else "cooperative, 1 warpgroup"
+
+
+def ws_tries_table(experiment: dict | None) -> str:
+    """Section 5's configurations tried for step 4's candidate GEMM alone (EXPERIMENT_RECORD's ws_try rows),
+    one table per shape and dtype, fastest first: tile, slots, warps, schedule, user mode, time, the rows
+    of M computed (the padding of the last M tile), the bytes of W's and E's tiles loaded and their rate,
+    the configuration step 4 uses (the arrow) and any that gave wrong values; then step 4's time and
+    what one tile of its candidate GEMM brings. NOT_YET where the experiment is not recorded."""
+    from .. import results
+
+    tries = [r for r in (experiment or {}).get("rows", []) if r.get("variant") == "ws_try" and "median_ms" in r]
+    if not tries:
+        return f"step 4's candidate GEMM, the configurations tried: {NOT_YET}"
+    lines = [f"step 4's candidate GEMM alone, each configuration tried, fastest first; recorded on "
+             f"{results.provenance(experiment['meta'])} ({EXPERIMENT_RECORD})"]  # fmt: skip
+    for label, dtype in dict.fromkeys((r["shape_label"], r["dtype"]) for r in tries):
+        B, U, M, Ku, Kc, N = SHAPES[label]
+        step4 = measured(experiment, label, dtype, "ws_compression")  # its row carries the configuration used
+        lines.append(f"\n{label} {SHAPES[label]} {dtype}: M = {M}, Kc = {Kc}, N = {N}")
+        lines.append(f"  {'tile':<14}{'slots':>5}{'warps':>6}  {'schedule':<24}{'mode':>4}{'ms':>8}{'rows':>12}"
+                     f"{'W, E GB':>9}{'TB/s':>6}")  # fmt: skip
+        rows = sorted(
+            (r for r in tries if (r["shape_label"], r["dtype"]) == (label, dtype)), key=lambda r: r["median_ms"]
+        )
+        for r in rows:
+            bm, bn, bk, slots, warps = r["config"][:5]
+            bn = min(bn, max(16, triton.next_power_of_2(N)))  # the launcher narrows a tile wider than N
+            tiles = B * triton.cdiv(M, bm) * triton.cdiv(N, bn)
+            ring = tiles * triton.cdiv(Kc, bk) * (bm * bk + bk * bn) * 2  # bytes of W's and E's tiles, 16-bit
+            if len(r["config"]) > 7 and r["config"][7] == "stationary":  # W's tile loaded once a program
+                programs = min(132 // triton.cdiv(M, bm) * triton.cdiv(M, bm), tiles)  # a multiple of the M tiles
+                ring = tiles * triton.cdiv(Kc, bk) * bk * bn * 2 + programs * triton.cdiv(Kc, bk) * bm * bk * 2
+            done = triton.cdiv(M, bm) * bm  # rows of M computed
+            picked = step4 is not None and (r["config"], r["user_mode"]) == (step4["config"], step4["user_mode"])
+            right = r["rel_err"] is not None and r["rel_err"] < 1e-2
+            lines.append(
+                f"  {f'{bm} x {bn} x {bk}':<14}{slots:>5}{warps:>6}  {_try_schedule(r['config'], warps):<24}"
+                f"{r['user_mode']:>4}{r['median_ms']:>8.3f}{f'{done} (+{done / M - 1:.0%})':>12}{ring / 1e9:>9.2f}"
+                f"{ring / r['median_ms'] / 1e9:>6.1f}{'  <- step 4' if picked else ''}"
+                f"{'' if right else '  wrong values'}"
+            )
+        if step4:
+            bm, bn, bk = step4["config"][:3]
+            bn = min(bn, max(16, triton.next_power_of_2(N)))
+            lines.append(
+                f"  step 4 (both launches): {step4['median_ms']:.3f} ms. Per tile of its candidate GEMM: "
+                f"{triton.cdiv(Kc, bk)} K steps bring {triton.cdiv(Kc, bk) * (bm * bk + bk * bn) * 2 // 1024} KB of W "
+                f"and E, the user tile {bm * bn * 2 // 1024} KB, the store of out {bm * bn * 2 // 1024} KB"
+            )
+    return "\n".join(lines)
