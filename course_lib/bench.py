@@ -65,7 +65,9 @@ def _record(spec, case, variant, t: timing.Timing, peaks: roofline.Peaks, **extr
         "flops": n_flops,
         "gbs": n_bytes / seconds / 1e9,
         "tflops": n_flops / seconds / 1e12,
-        "roofline_fraction": roofline.fraction_of_roofline(t.median_ms, n_bytes, n_flops, peaks, rate_dtype),
+        "roofline_fraction": None  # a part of the task's work: a fraction would credit it with the rest
+        if variant in spec.partial_variants
+        else roofline.fraction_of_roofline(t.median_ms, n_bytes, n_flops, peaks, rate_dtype),
         **extra,
     }
 
@@ -109,7 +111,7 @@ def _bench_case(spec, entry, case, peaks: roofline.Peaks, log) -> list[dict]:
         log(
             f"{spec.name:<14}{r['variant']:<28}{r['dtype']:<10}{str(tuple(r['shape'])):<20}"
             f"{r['median_ms'] * 1e3:>10.1f} us {r['gbs']:>8.0f} GB/s {r['tflops']:>7.1f} TFLOP/s "
-            f"{r['roofline_fraction']:>6.0%} of roofline"
+            + (f"{r['roofline_fraction']:>6.0%} of roofline" if r["roofline_fraction"] is not None else " a part")
         )
     return rows
 
@@ -138,17 +140,28 @@ def _device(inputs: dict) -> str:
     return next((v.device.type for v in inputs.values() if isinstance(v, torch.Tensor)), "cuda")
 
 
+def _row_rate(r: dict) -> str:
+    return _rate_dtype(tasks.get(r["task"]), r["dtype"])
+
+
+def _fractions(rows: list[dict], peaks: roofline.Peaks) -> None:
+    """Each row's fraction of the roofline of ``peaks`` (partial rows keep None)."""
+    for r in rows:
+        if r["roofline_fraction"] is not None:
+            r["roofline_fraction"] = roofline.fraction_of_roofline(
+                r["median_ms"], r["bytes"], r["flops"], peaks, _row_rate(r)
+            )
+
+
 def _check_peaks(rows: list[dict], peaks: roofline.Peaks) -> tuple[roofline.Peaks, str | None]:
     """A row above 105% of the roofline means the peaks were measured low: have them checked once
     (``roofline.check_fraction``), and recompute every row's fraction when they changed. Returns
     the peaks to use and a line saying what happened, or None when nothing did."""
-    top = max((r["roofline_fraction"] for r in rows), default=0.0)
+    top = max((r["roofline_fraction"] for r in rows if r["roofline_fraction"] is not None), default=0.0)
     new = roofline.check_fraction(top, peaks)
     if new == peaks:
         return peaks, None
-    for r in rows:
-        rate = _rate_dtype(tasks.get(r["task"]), r["dtype"])
-        r["roofline_fraction"] = roofline.fraction_of_roofline(r["median_ms"], r["bytes"], r["flops"], new, rate)
+    _fractions(rows, new)
     return new, (
         f"peaks measured again: a kernel ran at {top:.0%} of the roofline, so the peaks cached before were too low "
         f"(measured on a shared GPU?); now {new.bandwidth_gbs:.0f} GB/s, from {new.source}"
@@ -181,6 +194,11 @@ def run(
     peaks, rechecked = _check_peaks(rows, peaks)
     if rechecked:
         log(rechecked)
+    covered = roofline.covering(peaks, rows, _row_rate)  # no roof below a rate a row reached
+    if covered != peaks:
+        log(f"roof raised to the fastest rate of this run: {covered.bandwidth_gbs:.0f} GB/s, {covered.tflops} TFLOP/s")
+        peaks = covered
+        _fractions(rows, peaks)
     info = runtime.gpu_info()
     data = {
         "meta": {

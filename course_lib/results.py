@@ -52,13 +52,26 @@ def _hardware_fractions(data: dict) -> None:
         peaks = roofline.from_record(found)
     except TypeError:
         return
+
+    def rate(r: dict) -> str:
+        return r["dtype"] if tasks.get(r["task"]).tensor_cores else "float32"  # as bench records it
+
+    rows = []
     for r in data["records"]:
         try:
-            spec = tasks.get(r["task"])
-            rate = r["dtype"] if spec.tensor_cores else "float32"  # as bench records it
-            r["roofline_fraction"] = roofline.fraction_of_roofline(r["median_ms"], r["bytes"], r["flops"], peaks, rate)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            if r["variant"] in tasks.get(r["task"]).partial_variants:
+                r["roofline_fraction"] = None  # a part of the task's work (bench records it so since)
+            else:
+                rows.append(r)
+        except (KeyError, ValueError):
             continue
+    try:
+        peaks = roofline.covering(peaks, rows, rate)  # no roof below a rate the same run reached
+        for r in rows:
+            seconds = r["median_ms"]
+            r["roofline_fraction"] = roofline.fraction_of_roofline(seconds, r["bytes"], r["flops"], peaks, rate(r))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return
 
 
 def records(task: str | None = None, variant: str | None = None) -> list[dict]:
@@ -91,5 +104,6 @@ def table(task: str) -> str:
     for r in rows:
         case = f"{r['dtype']} {tuple(r['shape'])}" + "".join(f" {k}={v}" for k, v in r.get("params", {}).items())
         us = r["median_ms"] * 1e3
-        lines.append(f"  {r['variant']:<15}{case:<40}{us:>9.1f} us{r['gbs']:>9.0f}{r['roofline_fraction']:>13.0%}")
+        share = "part" if r["roofline_fraction"] is None else f"{r['roofline_fraction']:.0%}"
+        lines.append(f"  {r['variant']:<15}{case:<40}{us:>9.1f} us{r['gbs']:>9.0f}{share:>13}")
     return "\n".join(lines)

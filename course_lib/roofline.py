@@ -102,6 +102,23 @@ def hardware(peaks: Peaks) -> Peaks:
     return replace(peaks, tflops=roof, library_tflops=dict(peaks.tflops))
 
 
+def covering(peaks: Peaks, rows: list[dict], rate_dtype: Callable[[dict], str]) -> Peaks:
+    """``peaks`` with each roof raised to the fastest rate a row of the same run reached, where one did
+    (a measured bandwidth is a copy's or an add's, and a kernel may beat it by a percent): a roof is
+    never below what a kernel reaches, so no fraction exceeds 100%. Rows: bench records (``gbs``,
+    ``tflops``, ``dtype``) whose fraction is recorded (partial ones, with None, are left out);
+    ``rate_dtype`` names the rate a row's FLOPs run at."""
+    counted = [r for r in rows if r.get("roofline_fraction") is not None]
+    bandwidth = max([peaks.bandwidth_gbs] + [float(r.get("gbs") or 0.0) for r in counted])
+    tflops = dict(peaks.tflops)
+    for r in counted:
+        name = rate_dtype(r)
+        tflops[name] = max(tflops.get(name, 0.0), float(r.get("tflops") or 0.0))
+    if bandwidth == peaks.bandwidth_gbs and tflops == peaks.tflops:
+        return peaks
+    return replace(peaks, bandwidth_gbs=bandwidth, tflops=tflops)
+
+
 def from_record(data: dict) -> Peaks:
     """The peaks of a record's meta.peaks, on the hardware's roof. Records written before the roof
     was the datasheet's kept cuBLAS's measured rates as ``tflops``: they come back as

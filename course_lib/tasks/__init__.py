@@ -110,6 +110,10 @@ class TaskSpec:
     # more baselines for the benchmarks, timed beside the solution: case -> {variant name: callable
     # taking the reference's keywords}, e.g. {"cublas": lambda a, b: torch.matmul(a, b)}
     bench_variants: Callable[[Case], dict] | None = None
+    # bench variants that do only part of the task's work (cuBLAS's candidate GEMM alone, a bar for one
+    # GEMM of the layer): recorded with no fraction of the roofline, which would credit them with work
+    # they do not do
+    partial_variants: tuple[str, ...] = ()
     # torch.compile modes timed as baselines: "default" is recorded as torch_compile, any other mode
     # as torch_compile_<mode> (e.g. "max-autotune" -> torch_compile_max-autotune)
     compile_modes: tuple[str, ...] = ("default",)

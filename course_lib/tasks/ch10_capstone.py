@@ -1084,6 +1084,7 @@ register(
         tensor_cores=True,
         bench_cases=list(BENCH_CASES),
         bench_variants=_bench_variants,
+        partial_variants=("cublas_candidate_padded",),
         compile_modes=("default", "max-autotune"),
         probe=f"{__name__}:probe_fusion",
         judge=judge_fusion,

@@ -225,6 +225,7 @@ register(
         tensor_cores=True,
         bench_cases=list(BENCH_CASES),
         bench_variants=lambda case: {"cublas_candidate_k_unpadded": _cublas_candidate},
+        partial_variants=("cublas_candidate_k_unpadded",),
         needs="hopper",
         probe="course_lib.tasks.ch10_warp_specialized:probe_ws_compression",
         judge=judge_ws_compression,

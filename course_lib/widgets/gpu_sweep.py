@@ -70,8 +70,9 @@ def sweep_table(rows: list[dict], metric: str = "GB/s") -> str:
     for r in rows:
         spread = f"{r['p20_ms'] * 1e3:.1f}-{r['p80_ms'] * 1e3:.1f}"
         name = r["variant"] + (f" #{r['repeat']}" if r.get("repeat", 1) > 1 else "")
+        share = "part" if r["roofline_fraction"] is None else f"{r['roofline_fraction']:.0%}"  # a part of the work
         lines.append(
             f"  {name:<15}{str(tuple(r['shape'])):<16}{r['median_ms'] * 1e3:>9.1f} us{spread:>18}"
-            f"{r[key]:>10,.{0 if key == 'gbs' else 2}f}{r['roofline_fraction']:>13.0%}"
+            f"{r[key]:>10,.{0 if key == 'gbs' else 2}f}{share:>13}"
         )
     return "\n".join(lines)
