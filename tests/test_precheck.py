@@ -426,3 +426,36 @@ def test_the_allow_list():
     assert precheck.ALLOWED_IMPORTS >= {"triton", "torch", "math", "numpy", "course_lib.tuned"}
     assert not precheck.ALLOWED_IMPORTS & {"os", "sys", "course_lib", "importlib", "ctypes"}
     assert precheck.ALLOWED_PRIVATE_ATTRIBUTES == frozenset()
+
+
+def test_a_file_too_deep_for_the_checker_is_its_failure_in_threads_side_by_side(monkeypatch):
+    """The recursion limit is the process's: grading threads that check files side by side must not put
+    it back under each other, and whatever CPython's compiler raises on a deep file (RecursionError,
+    MemoryError, SystemError) is the file's failure, never the grader's."""
+    import threading
+
+    deep = (ROOT / "tests" / "hostile" / "deep_expression" / "vector_add.py").read_bytes()
+    fine = (ROOT / "solutions" / "vector_add.py").read_bytes()
+    seen, errors = [], []
+
+    def check(data, n=4):
+        for _ in range(n):
+            try:
+                seen.append((data is deep, [f.rule for f in precheck.check_bytes(data)]))
+            except Exception as e:  # the grader's own failure
+                errors.append(e)
+
+    threads = [threading.Thread(target=check, args=(deep if i % 2 else fine,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(rules == (["unreadable"] if is_deep else []) for is_deep, rules in seen) and len(seen) == 24
+
+    def compiler_out_of_depth(*args, **kwargs):
+        raise SystemError("excessive stack use")
+
+    monkeypatch.setattr(precheck, "compile", compiler_out_of_depth, raising=False)
+    [finding] = precheck.check_bytes(fine)
+    assert finding.rule == "unreadable" and "SystemError" in finding.message

@@ -35,6 +35,7 @@ import io
 import symtable
 import sys
 import textwrap
+import threading
 import tokenize
 import types
 from dataclasses import dataclass
@@ -1184,12 +1185,23 @@ def check_bytes(data: bytes, filename: str = "<task file>") -> list[Finding]:
         text = _decode(data)
     except (SyntaxError, ValueError):  # a bad coding cookie, bytes that do not decode
         return []
+    with _RECURSION:  # the limit is the process's: grading threads must not restore it under each other
+        return _check_text(text, filename)
+
+
+# grade_jobs checks files in threads side by side: one that put the recursion limit back while another
+# compiled a deep file could make that one fail. (CI once saw the hostile deep expression end as "the
+# grader failed on this task (SystemError)"; not reproduced, so both the race and the error are closed.)
+_RECURSION = threading.Lock()
+
+
+def _check_text(text: str, filename: str) -> list[Finding]:
     limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(limit, 3000))  # an ordinary deep file still checks
         compile(text, filename, "exec", dont_inherit=True)  # compiled, never run: a SyntaxError is the import's
         return check_source(text, filename)
-    except (RecursionError, MemoryError) as e:
+    except (RecursionError, MemoryError, SystemError) as e:  # SystemError: CPython's compiler out of its depth
         return [Finding(1, "", "unreadable", TOO_DEEP.format(what=type(e).__name__))]
     except SyntaxError as e:
         if "too many nested" in str(e) or "too complex" in str(e):
