@@ -22,7 +22,7 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import torch  # noqa: E402
 
-from . import roofline, runtime, sources, tasks, timing
+from . import results, roofline, runtime, sources, tasks, timing
 from .compare import close_enough, poison
 
 
@@ -39,16 +39,11 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _rate_dtype(spec, dtype: str) -> str:
-    # elementwise and reduction maths runs on the float32 units whatever the storage dtype
-    return dtype if spec.tensor_cores else "float32"
-
-
 def _record(spec, case, variant, t: timing.Timing, peaks: roofline.Peaks, **extra) -> dict:
     n_bytes = spec.bytes_moved(case) if spec.bytes_moved else 0
     n_flops = spec.flops(case) if spec.flops else 0
     dtype = _dtype_name(case.dtype)
-    rate_dtype = _rate_dtype(spec, dtype)
+    rate_dtype = results.rate_dtype(spec.name, dtype)
     seconds = t.median_ms * 1e-3
     return {
         "task": spec.name,
@@ -140,19 +135,6 @@ def _device(inputs: dict) -> str:
     return next((v.device.type for v in inputs.values() if isinstance(v, torch.Tensor)), "cuda")
 
 
-def _row_rate(r: dict) -> str:
-    return _rate_dtype(tasks.get(r["task"]), r["dtype"])
-
-
-def _fractions(rows: list[dict], peaks: roofline.Peaks) -> None:
-    """Each row's fraction of the roofline of ``peaks`` (partial rows keep None)."""
-    for r in rows:
-        if r["roofline_fraction"] is not None:
-            r["roofline_fraction"] = roofline.fraction_of_roofline(
-                r["median_ms"], r["bytes"], r["flops"], peaks, _row_rate(r)
-            )
-
-
 def _check_peaks(rows: list[dict], peaks: roofline.Peaks) -> tuple[roofline.Peaks, str | None]:
     """A row above 105% of the roofline means the peaks were measured low: have them checked once
     (``roofline.check_fraction``), and recompute every row's fraction when they changed. Returns
@@ -161,7 +143,10 @@ def _check_peaks(rows: list[dict], peaks: roofline.Peaks) -> tuple[roofline.Peak
     new = roofline.check_fraction(top, peaks)
     if new == peaks:
         return peaks, None
-    _fractions(rows, new)
+    for r in rows:  # against the peaks measured again (run raises the roof to its rows afterwards)
+        if r["roofline_fraction"] is not None:
+            rate = results.rate_dtype(r["task"], r["dtype"])
+            r["roofline_fraction"] = roofline.fraction_of_roofline(r["median_ms"], r["bytes"], r["flops"], new, rate)
     return new, (
         f"peaks measured again: a kernel ran at {top:.0%} of the roofline, so the peaks cached before were too low "
         f"(measured on a shared GPU?); now {new.bandwidth_gbs:.0f} GB/s, from {new.source}"
@@ -194,11 +179,10 @@ def run(
     peaks, rechecked = _check_peaks(rows, peaks)
     if rechecked:
         log(rechecked)
-    covered = roofline.covering(peaks, rows, _row_rate)  # no roof below a rate a row reached
+    covered = results.hardware_fractions(rows, peaks)  # no roof below a rate a row of this run reached
     if covered != peaks:
         log(f"roof raised to the fastest rate of this run: {covered.bandwidth_gbs:.0f} GB/s, {covered.tflops} TFLOP/s")
         peaks = covered
-        _fractions(rows, peaks)
     info = runtime.gpu_info()
     data = {
         "meta": {

@@ -40,38 +40,37 @@ def load_bench_files() -> list[dict]:
     return sorted(files, key=lambda d: d["meta"].get("date", ""), reverse=True)
 
 
-def _hardware_fractions(data: dict) -> None:
-    """Each record's roofline_fraction against the hardware's roof (``roofline.hardware``: the GPU's
-    datasheet compute peak, not cuBLAS's measured rate, which records before 2026-12-04 used)."""
+def rate_dtype(task: str, dtype: str) -> str:
+    """The rate a bench row's FLOPs run at: its dtype's matmul rate on tensor cores, else float32's
+    (elementwise and reduction maths runs on the float32 units whatever the storage dtype)."""
+    from . import tasks
+
+    return dtype if tasks.get(task).tensor_cores else "float32"
+
+
+def hardware_fractions(rows: list[dict], peaks):
+    """Set each bench row's roofline_fraction against the hardware's roof (``roofline.hardware``),
+    raised to the fastest rate a row of the same run reached (``roofline.covering``); rows that do a
+    part of the task's work (``TaskSpec.partial_variants``) get None. Returns the roof used. Rows of
+    tasks no longer in the course keep what was recorded."""
     from . import roofline, tasks
 
-    found = data["meta"].get("peaks")
-    if not found:
-        return
-    try:
-        peaks = roofline.from_record(found)
-    except TypeError:
-        return
-
-    def rate(r: dict) -> str:
-        return r["dtype"] if tasks.get(r["task"]).tensor_cores else "float32"  # as bench records it
-
-    rows = []
-    for r in data["records"]:
+    counted = []
+    for r in rows:
         try:
-            if r["variant"] in tasks.get(r["task"]).partial_variants:
-                r["roofline_fraction"] = None  # a part of the task's work (bench records it so since)
-            else:
-                rows.append(r)
+            spec = tasks.get(r["task"])
         except (KeyError, ValueError):
             continue
-    try:
-        peaks = roofline.covering(peaks, rows, rate)  # no roof below a rate the same run reached
-        for r in rows:
-            seconds = r["median_ms"]
-            r["roofline_fraction"] = roofline.fraction_of_roofline(seconds, r["bytes"], r["flops"], peaks, rate(r))
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
-        return
+        if r["variant"] in spec.partial_variants:
+            r["roofline_fraction"] = None  # a fraction would credit it with the rest of the work
+        else:
+            counted.append(r)
+    roof = roofline.covering(peaks, counted, lambda r: rate_dtype(r["task"], r["dtype"]))
+    for r in counted:
+        r["roofline_fraction"] = roofline.fraction_of_roofline(
+            r["median_ms"], r["bytes"], r["flops"], roof, rate_dtype(r["task"], r["dtype"])
+        )
+    return roof
 
 
 def records(task: str | None = None, variant: str | None = None) -> list[dict]:
@@ -86,7 +85,11 @@ def records(task: str | None = None, variant: str | None = None) -> list[dict]:
         ]
         if not rows:
             continue
-        _hardware_fractions({"meta": data["meta"], "records": rows})
+        found = data["meta"].get("peaks")
+        if found:  # records before 2026-12-04 were written against cuBLAS's rate as the compute roof
+            from . import roofline
+
+            hardware_fractions(rows, roofline.from_record(found))
         for r in rows:
             out.append(dict(r, provenance=provenance(data["meta"]), file=data["path"]))
         if task is not None:

@@ -11,7 +11,7 @@ The roof is the hardware's. The memory roof is measured: the faster of a copy an
 tensors (the datasheet's 4.8 TB/s is a signalling rate no kernel reaches). The compute roof is the
 datasheet's dense peak of the GPU: cuBLAS's measured matmul rate is the best *library*, kept beside
 it as ``library_tflops``, never the roof (a kernel at parity with cuBLAS is not at 100% of the
-hardware). For a GPU the table does not list, the measured matmul stands in, and says so.
+hardware). For a GPU the table does not list, the measured matmul stands in.
 
 Peaks measured on a GPU that other processes are using come out low, and every kernel then looks
 faster than the hardware allows. So the measurement runs under a lock shared by the processes of
