@@ -268,8 +268,9 @@ def grade_jobs(
         workers = workers or min(4, os.cpu_count() or 1)
         free = []
     workers = max(1, workers)
-    # each worker's torch takes a share of the cores, not all of them: eight jobs of sixteen threads
-    # each on sixteen cores made every step several times slower on the H200's machine (2026-12-03)
+    # each worker's torch takes a share of the cores, not all of them (torch's default): on the H200's
+    # 16 cores, steps of eight jobs side by side ran 10x slower than alone (2026-12-03); this is one
+    # likely cause, not isolated by a measurement
     threads = {} if workers == 1 or "OMP_NUM_THREADS" in os.environ else {
         "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}  # fmt: skip
     free_lock = threading.Lock()
