@@ -6,6 +6,7 @@ its figures are never shown as speed: the tests read what the grader decides fro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import multiprocessing
@@ -18,7 +19,7 @@ import pytest
 import torch
 
 from course_lib import sources, tasks
-from course_lib.grader import Worker, isolation, limits, roster, tiers
+from course_lib.grader import Worker, bounds, isolation, limits, roster, tiers
 from course_lib.grader.report import footer
 from course_lib.grader.result import PASS, TaskResult
 
@@ -504,3 +505,126 @@ def test_a_reference_that_fails_on_the_device_is_computed_on_the_cpu():
     expected = case_tools.reference_of(spec, inputs, device="meta")
     assert expected.device.type == "cpu" and torch.equal(expected, inputs["x"] + 1)
     assert torch.equal(case_tools.reference_of(spec, inputs), expected)
+
+
+@pytest.mark.timeout(300)
+def test_a_case_holds_the_gpu_shared_for_all_of_its_work(scratch_cache, monkeypatch):
+    """A GPU worker's every message and every float64 reference are made inside a shared hold of the
+    GPU's lock, so a timing window (the exclusive hold) has the GPU to itself; the interpreter's run of
+    the bounds check on a GPU machine takes no hold (a window would wait seconds for each of its cases).
+    Run in CPU mode with the lock recorded: once with the worker taken for a GPU one, once as the
+    interpreter's worker on a machine said to have a GPU."""
+    from course_lib.grader import cases as case_tools
+
+    held = []  # the holds open now: one entry per hold
+    seen = {"asks": [], "references": [], "exclusive": 0}
+
+    @contextlib.contextmanager
+    def recorded(key, exclusive):
+        seen["exclusive"] += bool(exclusive)
+        held.append(key)
+        try:
+            yield
+        finally:
+            held.pop()
+
+    real_ask, real_reference = isolation._Session.ask, case_tools.reference_of
+
+    def ask(self, *args, **kwargs):
+        seen["asks"].append(len(held))
+        return real_ask(self, *args, **kwargs)
+
+    def reference_of(*args, **kwargs):
+        seen["references"].append(len(held))
+        return real_reference(*args, **kwargs)
+
+    monkeypatch.setattr(isolation.tiers, "gpu_use", recorded)
+    monkeypatch.setattr(isolation._Session, "ask", ask)
+    monkeypatch.setattr(case_tools, "reference_of", reference_of)
+    spec, solutions = tasks.get("vector_add"), sources.resolve("solutions")
+    with monkeypatch.context() as gpu:
+        gpu.setattr(isolation.runtime, "GPU", isolation.runtime.CPU)  # this worker is a GPU one
+        result = isolation.run_task(spec, solutions, 7, limits.GENEROUS, Worker())
+    assert result.status == PASS, result.summary
+    assert len(seen["references"]) == result.cases_total > 0
+    assert seen["asks"] and min(seen["asks"]) >= 1, seen["asks"]  # the file's loading and every case
+    assert min(seen["references"]) >= 1, seen["references"]
+    assert seen["exclusive"] == 0  # nothing is timed without perf
+
+    seen["asks"].clear()
+    seen["references"].clear()
+    monkeypatch.setattr(isolation.runtime, "is_gpu", lambda: True)
+    result = isolation.run_task(spec, solutions, 7, limits.GENEROUS, bounds.interpreter_worker(Worker()))
+    assert result.status == PASS, result.summary
+    assert seen["asks"] and max(seen["asks"]) == 0 and max(seen["references"]) == 0
+
+
+NICE_PRINTED = (HERE / "../solutions/vector_add.py").read_text() + """
+import os
+print("niceness", os.nice(0))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_the_bounds_checks_interpreter_runs_at_a_lower_cpu_priority(tmp_path, scratch_cache):
+    """Beside GPU workers that may be timed, the interpreter's worker is niced: the host's first claim is
+    the timed worker's."""
+    assert bounds.interpreter_worker(Worker()).nice == 10
+    folder = _write(tmp_path / "nice", "vector_add", NICE_PRINTED)
+    base = os.nice(0)
+    result = isolation.run_task(tasks.get("vector_add"), folder, 7, limits.GENEROUS, Worker(nice=5), check_source=False)
+    assert result.status == PASS, result.summary
+    assert f"niceness {min(base + 5, 19)}" in result.output, result.output
+
+
+def test_each_job_gets_a_share_of_the_cores_for_its_torch(monkeypatch):
+    """Jobs side by side each get cores // jobs torch threads (OMP_NUM_THREADS), not every core each;
+    one job alone, or a share the instructor set, is left as it is."""
+    from course_lib import grader
+
+    envs = []
+
+    def make_worker(source, sandboxed, env=None, hidden=None):
+        envs.append(dict(env or {}))
+        return Worker()
+
+    def grade_task(task, *args, **kwargs):
+        return TaskResult(task, PASS, "graded")
+
+    monkeypatch.setattr(grader, "make_worker", make_worker)
+    monkeypatch.setattr(grader, "grade_task", grade_task)
+    monkeypatch.setattr(grader, "_gpu_count", lambda: 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    jobs = [grader.Job(f"learner{i}", "vector_add", sources.resolve("solutions")) for i in range(6)]
+
+    def shares(workers):
+        envs.clear()
+        grader.grade_jobs(jobs, workers=workers)
+        return {env.get("OMP_NUM_THREADS") for env in envs}
+
+    assert shares(4) == {"4"}
+    assert shares(3) == {"5"}
+    assert shares(1) == {None}
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert shares(4) == {None}  # the instructor's setting reaches the workers through the environment
+
+
+@pytest.mark.timeout(300)
+def test_the_trace_says_where_a_grade_spent_its_time(tmp_path, scratch_cache, monkeypatch):
+    """COURSE_TRACE: one JSON line per event, each with the task of its thread; the learner's process
+    is not given the variable."""
+    path = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("COURSE_TRACE", str(path))
+    folder = _write(tmp_path / "env", "vector_add", (HERE / "../solutions/vector_add.py").read_text()
+                    + '\nimport os\nprint("trace variable", os.environ.get("COURSE_TRACE"))\n')  # fmt: skip
+    result = isolation.run_task(tasks.get("vector_add"), folder, 7, limits.GENEROUS, Worker(), check_source=False)
+    assert result.status == PASS, result.summary
+    assert "trace variable None" in result.output
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    names = [e["event"] for e in events]
+    assert names[0] == "task graded begun" and names[-1] == "task graded ended" and "task result" in names
+    assert {e["task"] for e in events} == {"vector_add/cpu"}
+    monkeypatch.delenv("COURSE_TRACE")
+    isolation.run_task(tasks.get("vector_add"), folder, 7, limits.GENEROUS, Worker(), check_source=False)
+    assert len(path.read_text().splitlines()) == len(events)  # off when unset

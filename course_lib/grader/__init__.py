@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import runtime, sources, tasks
-from . import bounds, limits, sandbox, tiers
+from . import bounds, limits, sandbox, tiers, trace
 from .isolation import Worker, file_sha256, remove_stale_jobs, run_task, time_reference
 from .result import CRASH, FAIL, NEEDS_GPU, PASS, STATUSES, TIMEOUT, TODO, TaskResult
 
@@ -116,7 +116,8 @@ def limits_for(spec: tasks.TaskSpec, worker: Worker, timeout: float | None = Non
         if timed is None:
             clock = limits.StepClock()
             # timed as it is graded, the GPU's timing step too
-            result = run_task(spec, solution_dir, 0, limits.GENEROUS, worker, clock=clock, perf=timing)
+            with trace.span("time limits measured", mode=mode):
+                result = run_task(spec, solution_dir, 0, limits.GENEROUS, worker, clock=clock, perf=timing)
             if not result.passed:
                 return fallback
             timed = clock.timed()
@@ -145,7 +146,8 @@ def speed_bars(spec: tasks.TaskSpec, worker: Worker) -> tiers.Bars:
         bars = tiers.read_bars(entry, key)
         if bars is None:
             own = Worker(mode=worker.mode, env=dict(worker.env), sandboxed=worker.sandboxed, hidden=worker.hidden)
-            timed = time_reference(spec, solution_dir, own, limits.GENEROUS)
+            with trace.span("speed bars measured"):
+                timed = time_reference(spec, solution_dir, own, limits.GENEROUS)
             bars = tiers.Bars(
                 timed["eager"], timed["solution"], tiers.roofline_seconds(spec, case),
                 gpu.name if gpu else "this GPU", time.strftime("%Y-%m-%d %H:%M", time.gmtime()),

@@ -37,6 +37,7 @@ def interpreter_worker(graded: Worker | None = None) -> Worker:
         env={"TRITON_INTERPRET": "1", "COURSE_MODE": "cpu", "CUDA_VISIBLE_DEVICES": "", "COURSE_PERF": "0"},
         sandboxed=bool(graded and graded.sandboxed),
         hidden=graded.hidden if graded else (),
+        nice=10,  # CPU work beside GPU workers that may be timed: theirs is the host's first claim
     )
 
 

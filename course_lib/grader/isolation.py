@@ -41,7 +41,7 @@ from pathlib import Path
 
 from .. import runtime, sources, tasks
 from . import cases as case_tools
-from . import claims, precheck, sandbox, tiers
+from . import claims, precheck, sandbox, tiers, trace
 from . import worker as worker_module
 from .limits import Limits, StepClock
 from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
@@ -67,6 +67,9 @@ class Worker:
     sandboxed: bool = False
     # what the sandbox must hide even where it lies inside a folder the worker's Python needs
     hidden: tuple = ()
+    # added to the worker process's niceness: the bounds check's interpreter runs at a lower CPU priority
+    # than a GPU worker that may be timed beside it
+    nice: int = 0
     # called once when a step has waited ``SLOW_FRACTION`` of its time limit: the job looks hung, so a
     # room lets another job start beside it while it waits out its limit (``grade_jobs``)
     on_slow: object = field(default=None, compare=False, repr=False)
@@ -520,6 +523,13 @@ def run_task(
     ``perf`` (GPU mode): a passing kernel is timed (``tiers``); ``bars()`` gives what its speed is
     graded against (None: timed, no tier)."""
     worker = worker or Worker()
+    with trace.task(spec.name, worker.mode), trace.span("task graded", what="limits" if clock else "grade"):
+        result = _run_task(spec, source_dir, seed, limits, worker, hidden, check_source, perf, clock, bars)
+        trace.event("task result", status=result.status, tier=result.tier, seconds=round(result.seconds or 0, 3))
+        return result
+
+
+def _run_task(spec, source_dir, seed, limits, worker, hidden, check_source, perf, clock, bars) -> TaskResult:
     path = source_dir / f"{spec.name}.py"
     start = time.perf_counter()
     result = TaskResult(spec.name, FAIL, "", source=sources.display(source_dir), seed=seed)
@@ -557,6 +567,7 @@ def _setup(spec: tasks.TaskSpec, path: Path, copy: Path, worker: Worker) -> dict
         "torch_task": spec.torch_task,
         "mode": worker.mode,
         "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
+        "nice": worker.nice,
     }
 
 
@@ -571,9 +582,11 @@ def _graded(
     try:
         gpu = worker.mode == runtime.GPU
         key = tiers.gpu_key(worker.env)
-        # on a GPU machine every step holds the GPU shared, the interpreter's run of the bounds check too
-        # (all CPU work: a timing window beside it would time a starved host)
-        share = gpu or runtime.is_gpu()
+        # a GPU worker's every step holds the GPU shared. The interpreter's run of the bounds check does
+        # not: its cases take seconds of CPU each, and a timing window waits for every holder (on the
+        # H200, 2026-12-03, check --all --solutions graded 3 tasks in 150 s with it held); it runs at a
+        # lower CPU priority instead (Worker.nice), so the timed worker gets a core when it needs one
+        share = gpu
 
         def ask(message, limit, kind, fd=None, most_data=None, lock=True):
             # a timing window (lock=False, inside the exclusive hold) runs with no other grader's
@@ -789,6 +802,7 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
     worker only) on ``case`` by this process's clock (``tiers``). Returns (Timing or None, Outcome): for
     the launcher, the outcome judges one more call on fresh inputs after the windows (a baseline's output
     is not judged)."""
+    trace.event("timing begun", what=what)
     with tiers.gpu_use(key, exclusive=False) if _cuda_here() else contextlib.nullcontext():
         prepared = case_tools.prepare(spec, case, case_seed)  # CPU work: none of it beside a timing window
     with SharedCase(prepared.tensors) as shared:
@@ -847,6 +861,7 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
                     return None, seconds
                 windows.append((reps, seconds))
         timing = tiers.per_call(windows)
+        trace.event("timed", what=what, windows=[[reps, round(seconds, 5)] for reps, seconds in windows])
         reply, _ = ask({"kind": "speed_end"}, limit, "speed_done")
         checked(claims.speed_step, reply)
     if what != "entry":

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import filelock, runtime, tasks
+from . import trace
 
 WORKS, FAST, EXPERT = "works", "fast", "expert"
 WINDOW_S = 0.1  # the length of one timing window (R calls): the message's own cost is 1-3% of it at most
@@ -258,6 +259,7 @@ def gpu_use(key: str, exclusive: bool):
     step starts while it waits, and the steps already running finish first."""
     folder = _locks_dir()
     gate_path, lock_path = folder / f"gpu-{key}.gate", folder / f"gpu-{key}.lock"
+    asked = time.perf_counter()
     gate = filelock.acquire(gate_path, exclusive=True)
     try:
         lock = filelock.acquire(lock_path, exclusive=exclusive)
@@ -267,11 +269,16 @@ def gpu_use(key: str, exclusive: bool):
     if not exclusive:
         filelock.release(gate)
         gate = None
+    got = time.perf_counter()
     try:
         yield
     finally:
         filelock.release(lock)
         filelock.release(gate)
+        if trace.on():
+            now = time.perf_counter()
+            trace.event("gpu " + ("alone" if exclusive else "shared"), gpu=key,
+                        waited_s=round(got - asked, 4), held_s=round(now - got, 4))  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------

@@ -404,8 +404,13 @@ LOG_LIMIT_BYTES = 256 << 20  # what the worker may print or write to any one fil
 def main(conn, setup: dict, log_path: str | None) -> None:
     """The worker process's body (started by ``isolation``): unsandboxed, ``log_path`` is where its
     output goes; in the sandbox (``boot``) its output is that file already."""
-    for key in [k for k in os.environ if k.startswith("COURSE_HIDDEN")]:
-        del os.environ[key]  # the hidden cases are the protected process's business
+    for key in [k for k in os.environ if k.startswith("COURSE_HIDDEN") or k == "COURSE_TRACE"]:
+        del os.environ[key]  # the hidden cases and the grader's trace are the protected process's business
+    if setup.get("nice"):
+        try:
+            os.nice(int(setup["nice"]))
+        except (OSError, ValueError, TypeError):
+            pass  # a priority is a courtesy to other jobs, never a reason to fail one
     if log_path is not None:
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         sys.stdout.flush()
