@@ -559,10 +559,13 @@ def test_a_case_holds_the_gpu_shared_for_all_of_its_work(scratch_cache, monkeypa
     assert seen["asks"] and max(seen["asks"]) == 0 and max(seen["references"]) == 0
 
 
-NICE_PRINTED = (HERE / "../solutions/vector_add.py").read_text() + """
+NICE_PRINTED = (
+    (HERE / "../solutions/vector_add.py").read_text()
+    + """
 import os
 print("niceness", os.nice(0))
 """
+)
 
 
 @pytest.mark.timeout(300)
