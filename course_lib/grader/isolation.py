@@ -631,17 +631,18 @@ def _graded(
             result.details = reply["details"]
             raise _Stop(result)
         failures = []
-        reference_on = "cuda" if gpu and _cuda_here() else None  # the float64 references on this GPU
+        reference_on = REFERENCE_DEVICE if gpu and _cuda_here() else None  # the float64 references on this GPU
 
-        def unlocked(message, limit, kind, fd=None, most_data=None, lock=True):
-            return ask(message, limit, kind, fd, most_data, lock=False)
+        def hold():
+            return tiers.gpu_use(key, exclusive=False) if share else contextlib.nullcontext()
 
         for i, case in enumerate(cases):
             phase = f"case '{case.label}' ({case.describe()})"
-            # the whole case holds the GPU shared, the grader's own work on it too (its inputs made, its
-            # float64 reference on the CPU): a timing window of another job has the machine to itself
-            with tiers.gpu_use(key, exclusive=False) if share else contextlib.nullcontext():
-                outcome = _one_case(spec, case, seed + i, unlocked, checked, limits.for_case(i), device=reference_on)
+            # the GPU is held shared for the GPU's work only (the worker's run, the float64 reference on
+            # the GPU): the grader's CPU work on a case (its inputs, the comparison) takes seconds at large
+            # shapes, and a timing window waits for every holder (on the H200, 2026-12-03, the judging of
+            # residual_dropout's timed shape held it 67-71 s and made three timing windows wait as long)
+            outcome = _one_case(spec, case, seed + i, ask, checked, limits.for_case(i), reference_on, hold)
             if outcome.ok:
                 result.cases_passed += 1
                 continue
@@ -803,8 +804,7 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
     the launcher, the outcome judges one more call on fresh inputs after the windows (a baseline's output
     is not judged)."""
     trace.event("timing begun", what=what)
-    with tiers.gpu_use(key, exclusive=False) if _cuda_here() else contextlib.nullcontext():
-        prepared = case_tools.prepare(spec, case, case_seed)  # CPU work: none of it beside a timing window
+    prepared = case_tools.prepare(spec, case, case_seed)  # CPU work: no GPU hold (see _graded)
     with SharedCase(prepared.tensors) as shared:
         message = {
             "kind": "speed", "shared": shared.message, "order": prepared.order, "values": prepared.values,
@@ -875,16 +875,18 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
         )
     # the timed calls' own output could be what an earlier call left in the same tensors: the output
     # judged is that of one more call on fresh inputs at the timed shape, a case like any other
-    device = "cuda" if _cuda_here() else None
+    device = REFERENCE_DEVICE if _cuda_here() else None
 
-    def unlocked(message, limit, kind, fd=None, most_data=None, lock=True):
-        return ask(message, limit, kind, fd, most_data, lock=False)
+    def hold():
+        return tiers.gpu_use(key, exclusive=False) if device else contextlib.nullcontext()
 
-    # the reference is computed on this GPU: under the GPU's shared lock like the call, so that no
-    # other job's timing window runs beside it
-    with tiers.gpu_use(key, exclusive=False) if device else contextlib.nullcontext():
-        outcome = _one_case(spec, case, case_seed + 1, unlocked, checked, limit, device=device)
+    # the call (``ask``) and the reference on this GPU are under the GPU's shared lock, so that no other
+    # job's timing window runs beside them; the judging on the CPU is not
+    outcome = _one_case(spec, case, case_seed + 1, ask, checked, limit, device, hold)
     return timing, outcome
+
+
+REFERENCE_DEVICE = "cuda"  # where a GPU grader computes the float64 references
 
 
 def _cuda_here() -> bool:
@@ -964,7 +966,11 @@ def time_reference(spec, source_dir: Path, worker: Worker, limits: Limits, seed:
     return out
 
 
-def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=None) -> case_tools.Outcome:
+def _one_case(
+    spec, case, case_seed: int, ask, checked, limit: float, device=None, hold=contextlib.nullcontext
+) -> case_tools.Outcome:
+    """One case: its inputs made, the worker's run (``ask``: under the GPU's shared lock on a GPU), the
+    verdict (``judge``; ``hold`` around the float64 reference's GPU work)."""
     if spec.call_case is not None:  # a task that is no kernel: a question, answered in plain data
         function, kwargs = spec.call_case(case, case_seed)
         reply, _ = ask({"kind": "call", "function": function, "kwargs": kwargs}, limit, "call_done")
@@ -999,7 +1005,7 @@ def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=Non
                 reply["span"] = span
             except (ValueError, TypeError, RuntimeError) as e:
                 return case_tools.Outcome.failed(f"the launcher returned a tensor the grader cannot read back ({e})")
-        return case_tools.judge(spec, case, prepared, reply, returned, device=device)
+        return case_tools.judge(spec, case, prepared, reply, returned, device=device, hold=hold)
 
 
 def _hung(result: TaskResult, phase: str, waited: float, limits: Limits, whole_task: bool) -> TaskResult:
