@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from course_lib import sources, tasks
-from course_lib.grader import cases as case_tools
 from course_lib.grader import Worker, bounds, isolation, limits, roster, tiers
+from course_lib.grader import cases as case_tools
 from course_lib.grader.report import footer
 from course_lib.grader.result import PASS, TaskResult
 
@@ -509,9 +509,7 @@ def test_a_reference_that_fails_on_the_device_is_computed_on_the_cpu():
 
 
 @pytest.mark.timeout(300)
-def test_a_gpu_workers_run_and_its_gpu_reference_hold_the_gpu_shared_and_cpu_work_does_not(
-    scratch_cache, monkeypatch
-):
+def test_a_gpu_workers_run_and_its_gpu_reference_hold_the_gpu_shared_and_cpu_work_does_not(scratch_cache, monkeypatch):
     """A GPU worker's every message and every float64 reference made on the GPU are inside a shared
     hold of the GPU's lock, so a timing window (the exclusive hold) has the GPU to itself; the grader's
     CPU work on a case (its inputs, the comparison) and the interpreter's run of the bounds check on a

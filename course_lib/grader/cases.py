@@ -10,7 +10,6 @@ plain report.
 from __future__ import annotations
 
 import contextlib
-
 from dataclasses import dataclass
 
 import torch
