@@ -9,7 +9,6 @@ plain report.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -136,36 +135,25 @@ def _flow_outcome(flow: dict | None, launches: list[str], partly_read: frozenset
     return None
 
 
-def reference_of(
-    spec: tasks.TaskSpec, reference_inputs: dict, device: str | None = None, hold=contextlib.nullcontext
-) -> torch.Tensor:
-    """The reference output on the CPU, computed on ``device`` when given, inside ``hold()`` (the GPU's
-    shared lock: no timing window runs beside it): a reference that fails there (one that runs on the
-    CPU only, a GPU short of memory) is computed on the CPU instead, outside the hold."""
+def reference_of(spec: tasks.TaskSpec, reference_inputs: dict, device: str | None = None) -> torch.Tensor:
+    """The reference output on the CPU, computed on ``device`` when given: a reference that fails there
+    (one that runs on the CPU only, a GPU short of memory) is computed on the CPU instead."""
     if device is not None:
         try:
-            with hold():
-                on_device = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in reference_inputs.items()}
-                return spec.reference(**on_device).cpu()
+            on_device = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in reference_inputs.items()}
+            return spec.reference(**on_device).cpu()
         except Exception:
             pass
     return spec.reference(**reference_inputs)
 
 
 def judge(
-    spec: tasks.TaskSpec,
-    case: tasks.Case,
-    prepared: PreparedCase,
-    reply: dict,
-    returned,
-    device: str | None = None,
-    hold=contextlib.nullcontext,
+    spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply: dict, returned, device: str | None = None
 ) -> Outcome:
     """The verdict on one case, from the shared tensors and the worker's plain report. ``device``: where
     the float64 reference is computed (this process's GPU when the grader has one: the capstone's
     published case is 464 GFLOP, seconds on a CPU shared with other jobs; the CPU by default, and
-    whenever the reference fails on the device). ``hold``: held around the reference's GPU work only, the
-    rest of the judging being CPU work that no timing window waits for."""
+    whenever the reference fails on the device)."""
     error = reply.get("error")
     if error:
         failed = Outcome.failed(error["summary"], error["details"], status=error["status"])
@@ -215,7 +203,7 @@ def judge(
         k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
         for k, v in prepared.pristine.items()
     }
-    expected = reference_of(spec, reference_inputs, device, hold)
+    expected = reference_of(spec, reference_inputs, device)
     if tuple(got.shape) != tuple(expected.shape):
         return Outcome.failed(f"wrong shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}")
     if got.dtype != case.dtype:

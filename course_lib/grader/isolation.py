@@ -631,18 +631,22 @@ def _graded(
             result.details = reply["details"]
             raise _Stop(result)
         failures = []
-        reference_on = REFERENCE_DEVICE if gpu and _cuda_here() else None  # the float64 references on this GPU
+        reference_on = "cuda" if gpu and _cuda_here() else None  # the float64 references on this GPU
 
-        def hold():
-            return tiers.gpu_use(key, exclusive=False) if share else contextlib.nullcontext()
+        def unlocked(message, limit, kind, fd=None, most_data=None, lock=True):
+            return ask(message, limit, kind, fd, most_data, lock=False)
 
         for i, case in enumerate(cases):
             phase = f"case '{case.label}' ({case.describe()})"
-            # the GPU is held shared for the GPU's work only (the worker's run, the float64 reference on
-            # the GPU): the grader's CPU work on a case (its inputs, the comparison) takes seconds at large
-            # shapes, and a timing window waits for every holder (on the H200, 2026-12-03, the judging of
-            # residual_dropout's timed shape held it 67-71 s and made three timing windows wait as long)
-            outcome = _one_case(spec, case, seed + i, ask, checked, limits.for_case(i), reference_on, hold)
+            # the whole case holds the GPU shared, the grader's own work on it too (its inputs made, its
+            # float64 reference, the comparison): a timing window of another job has the machine to
+            # itself. Measured on the H200 (2026-12-03, results/grader_h200/speed_2026-12-03_trace): with
+            # the grader's CPU work outside the hold, the timing windows of jobs beside it read 15.6 and
+            # 50.3 ms a call for kernels of 0.2 ms (torch's CPU ops on a large case keep this process's
+            # GIL, and the timing thread could not read its replies). The price is that a window waits for
+            # the judging of large timed cases (20-70 s on the CPU): see that record's README
+            with tiers.gpu_use(key, exclusive=False) if share else contextlib.nullcontext():
+                outcome = _one_case(spec, case, seed + i, unlocked, checked, limits.for_case(i), device=reference_on)
             if outcome.ok:
                 result.cases_passed += 1
                 continue
@@ -804,7 +808,8 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
     the launcher, the outcome judges one more call on fresh inputs after the windows (a baseline's output
     is not judged)."""
     trace.event("timing begun", what=what)
-    prepared = case_tools.prepare(spec, case, case_seed)  # CPU work: no GPU hold (see _graded)
+    with tiers.gpu_use(key, exclusive=False) if _cuda_here() else contextlib.nullcontext():
+        prepared = case_tools.prepare(spec, case, case_seed)  # CPU work: none of it beside a timing window
     with SharedCase(prepared.tensors) as shared:
         message = {
             "kind": "speed", "shared": shared.message, "order": prepared.order, "values": prepared.values,
@@ -875,18 +880,16 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
         )
     # the timed calls' own output could be what an earlier call left in the same tensors: the output
     # judged is that of one more call on fresh inputs at the timed shape, a case like any other
-    device = REFERENCE_DEVICE if _cuda_here() else None
+    device = "cuda" if _cuda_here() else None
 
-    def hold():
-        return tiers.gpu_use(key, exclusive=False) if device else contextlib.nullcontext()
+    def unlocked(message, limit, kind, fd=None, most_data=None, lock=True):
+        return ask(message, limit, kind, fd, most_data, lock=False)
 
-    # the call (``ask``) and the reference on this GPU are under the GPU's shared lock, so that no other
-    # job's timing window runs beside them; the judging on the CPU is not
-    outcome = _one_case(spec, case, case_seed + 1, ask, checked, limit, device, hold)
+    # the reference is computed on this GPU: under the GPU's shared lock like the call, so that no
+    # other job's timing window runs beside it
+    with tiers.gpu_use(key, exclusive=False) if device else contextlib.nullcontext():
+        outcome = _one_case(spec, case, case_seed + 1, unlocked, checked, limit, device=device)
     return timing, outcome
-
-
-REFERENCE_DEVICE = "cuda"  # where a GPU grader computes the float64 references
 
 
 def _cuda_here() -> bool:
@@ -966,11 +969,7 @@ def time_reference(spec, source_dir: Path, worker: Worker, limits: Limits, seed:
     return out
 
 
-def _one_case(
-    spec, case, case_seed: int, ask, checked, limit: float, device=None, hold=contextlib.nullcontext
-) -> case_tools.Outcome:
-    """One case: its inputs made, the worker's run (``ask``: under the GPU's shared lock on a GPU), the
-    verdict (``judge``; ``hold`` around the float64 reference's GPU work)."""
+def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=None) -> case_tools.Outcome:
     if spec.call_case is not None:  # a task that is no kernel: a question, answered in plain data
         function, kwargs = spec.call_case(case, case_seed)
         reply, _ = ask({"kind": "call", "function": function, "kwargs": kwargs}, limit, "call_done")
@@ -1005,7 +1004,7 @@ def _one_case(
                 reply["span"] = span
             except (ValueError, TypeError, RuntimeError) as e:
                 return case_tools.Outcome.failed(f"the launcher returned a tensor the grader cannot read back ({e})")
-        return case_tools.judge(spec, case, prepared, reply, returned, device=device, hold=hold)
+        return case_tools.judge(spec, case, prepared, reply, returned, device=device)
 
 
 def _hung(result: TaskResult, phase: str, waited: float, limits: Limits, whole_task: bool) -> TaskResult:
