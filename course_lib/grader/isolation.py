@@ -642,9 +642,10 @@ def _graded(
             # float64 reference, the comparison): a timing window of another job has the machine to
             # itself. Measured on the H200 (2026-12-03, results/grader_h200/speed_2026-12-03_trace): with
             # the grader's CPU work outside the hold, the timing windows of jobs beside it read 15.6 and
-            # 50.3 ms a call for kernels of 0.2 ms (torch's CPU ops on a large case keep this process's
-            # GIL, and the timing thread could not read its replies). The price is that a window waits for
-            # the judging of large timed cases (20-70 s on the CPU): see that record's README
+            # 50.3 ms a call for kernels of 0.2 ms: the timing thread, which times each window by this
+            # process's clock, was held off its replies (likely by the GIL, which the judging's Python and
+            # numpy parts and the freeing of large mapped tensors hold; not isolated). The price is that a
+            # window waits for the judging of large timed cases (15-71 s on the CPU): see that README
             with tiers.gpu_use(key, exclusive=False) if share else contextlib.nullcontext():
                 outcome = _one_case(spec, case, seed + i, unlocked, checked, limits.for_case(i), device=reference_on)
             if outcome.ok:
