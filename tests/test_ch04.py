@@ -168,3 +168,10 @@ def test_per_element_numbers_are_tl_rand4x_bit_for_bit(seed):
     _rand4x_kernel[(triton.cdiv(n_counters, 256),)](out, n_counters, seed, BLOCK=256)
     assert np.array_equal(out.numpy(), philox.rand_per_element(seed, np.arange(4 * n_counters)))
     assert np.array_equal(out.numpy()[::4], philox.rand(seed, np.arange(n_counters)))  # word 0 is tl.rand's
+    # any run of elements, from anywhere (the reference's one Philox call per four elements, and the
+    # general per-element path the diagnosis takes, draw the same numbers)
+    for first, last in ((0, 4 * n_counters - 3), (8, 1001), (3, 998), (5, 6), (0, 0)):
+        got = philox.rand_per_element(seed, np.arange(first, last))
+        assert np.array_equal(got, out.numpy()[first:last]), (first, last)
+    scattered = np.array([12, 3, 3, 2000, 7, 0])
+    assert np.array_equal(philox.rand_per_element(seed, scattered), out.numpy()[scattered])

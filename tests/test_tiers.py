@@ -122,6 +122,25 @@ def test_slow_calls_are_timed_one_at_a_time():
     assert tiers.plan(0.001) == [100] * tiers.WINDOWS
 
 
+def test_a_first_call_held_up_once_is_timed_again_before_it_counts_as_slow():
+    calls = []
+
+    def again(seconds):
+        def call():
+            calls.append(seconds)
+            return seconds
+
+        return call
+
+    assert tiers.settled_first(0.001, again(0.5)) == 0.001 and not calls  # fast: no second call
+    assert tiers.settled_first(0.45, again(0.0002)) == 0.0002  # held up once: the fast second counts
+    assert tiers.plan(tiers.settled_first(0.45, again(0.0002)))[0] > 1
+    assert tiers.settled_first(0.6, again(0.7)) == 0.6  # slow twice: slow
+    assert tiers.plan(tiers.settled_first(0.6, again(0.7))) == [1, 1, 1]
+    failed = object()
+    assert tiers.settled_first(0.6, lambda: failed) is failed
+
+
 def test_windows_grow_until_they_last_long_enough():
     """R from a first call slowed by anything is too small: windows of 21 calls of 200 us were mostly the
     message's cost on the H200 (1.5-2x slow). No window counts until one lasts most of WINDOW_S."""

@@ -135,16 +135,28 @@ def _flow_outcome(flow: dict | None, launches: list[str], partly_read: frozenset
     return None
 
 
-def reference_of(spec: tasks.TaskSpec, reference_inputs: dict, device: str | None = None) -> torch.Tensor:
-    """The reference output on the CPU, computed on ``device`` when given: a reference that fails there
-    (one that runs on the CPU only, a GPU short of memory) is computed on the CPU instead."""
+def _as_reference_input(value, device: str | None = None):
+    """A case's input as the float64 reference takes it: floating tensors in float64, on ``device``."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    value = value if device is None else value.to(device)
+    return value.double() if value.is_floating_point() else value
+
+
+def reference_of(spec: tasks.TaskSpec, inputs: dict, device: str | None = None) -> torch.Tensor:
+    """The float64 reference output of ``inputs`` (floating tensors are taken in float64), computed on
+    ``device`` when given and left there, so that the comparison runs there too: at the timed shapes
+    (128 Mi elements) the copies and the comparison took 15-70 s of a grader's CPU on the H200. A
+    reference that fails there (one that runs on the CPU only, a GPU short of memory) is computed on
+    the CPU instead."""
     if device is not None:
         try:
-            on_device = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in reference_inputs.items()}
-            return spec.reference(**on_device).cpu()
+            expected = spec.reference(**{k: _as_reference_input(v, device) for k, v in inputs.items()})
+            expected.reshape(-1)[:1].cpu()  # surfaces a failure of the device (and refuses the meta device)
+            return expected
         except Exception:
             pass
-    return spec.reference(**reference_inputs)
+    return spec.reference(**{k: _as_reference_input(v) for k, v in inputs.items()})
 
 
 def judge(
@@ -199,16 +211,17 @@ def judge(
     if not spec.outputs and reply.get("returned") and "unwritten_by_kernel" in reply["returned"]:
         flow_meta["unwritten_by_kernel"] = {"the returned tensor": reply["returned"]["unwritten_by_kernel"]}
     flowed = _flow_outcome(flow_meta, launches, spec.partly_read)
-    reference_inputs = {
-        k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-        for k, v in prepared.pristine.items()
-    }
-    expected = reference_of(spec, reference_inputs, device)
+    expected = reference_of(spec, prepared.pristine, device)
     if tuple(got.shape) != tuple(expected.shape):
         return Outcome.failed(f"wrong shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}")
     if got.dtype != case.dtype:
         return Outcome.failed(f"wrong dtype: got {got.dtype}, expected {case.dtype}")
-    verdict = compare(got, expected, spec.tolerance[case.dtype], poisoned=True)
+    try:  # where the reference is: on the grader's GPU when it was computed there
+        verdict = compare(got, expected, spec.tolerance[case.dtype], poisoned=True)
+    except Exception:
+        if expected.device.type == "cpu":
+            raise
+        verdict = compare(got, expected.cpu(), spec.tolerance[case.dtype], poisoned=True)  # a GPU short of memory
     if verdict.ok and flowed is not None:
         return flowed
     if verdict.ok and spec.check_layout is not None:
@@ -224,7 +237,7 @@ def judge(
             return Outcome(False, summary, list(details), FAIL, True)
     if verdict.ok:
         return Outcome(True, verdict.summary, verdict.details, PASS)
-    found = _diagnosis(spec, reference_inputs, got, case)
+    found = _diagnosis(spec, {k: _as_reference_input(v) for k, v in prepared.pristine.items()}, got, case)
     summary = f"{found} ({verdict.summary})" if found else verdict.summary
     return Outcome(False, summary, verdict.details, FAIL, found is not None)
 

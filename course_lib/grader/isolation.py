@@ -845,6 +845,8 @@ def time_calls(spec, case, case_seed: int, ask, checked, limit: float, key: str,
                 return bad if bad is not None else seconds
 
             first = window(1)
+            if not isinstance(first, case_tools.Outcome):
+                first = tiers.settled_first(first, lambda: window(1))
             if isinstance(first, case_tools.Outcome):
                 return None, first
             reps_plan = tiers.plan(first)

@@ -64,6 +64,12 @@ def rand_per_element(seed: int, indices: np.ndarray) -> np.ndarray:
     """One uniform number per element index, four per Philox call: element 4k + j gets the j-th number
     of ``tl.rand4x(seed, k)``. The dropout exercise draws its mask this way."""
     indices = np.asarray(indices, dtype=np.int64)
+    if indices.ndim == 1 and indices.size and indices[0] % 4 == 0 and bool(np.all(np.diff(indices) == 1)):
+        # a run of elements from a multiple of 4 (every reference's case): each Philox call once, not
+        # once per element (4x less work: the timed case has 128 Mi elements)
+        first = int(indices[0]) // 4
+        calls = rand4x(seed, np.arange(first, first + (indices.size + 3) // 4, dtype=np.int64))
+        return np.stack(calls, axis=1).reshape(-1)[: indices.size]
     words = rand4x(seed, indices // 4)
     out = np.empty(indices.shape, dtype=np.float32)
     for j in range(4):
