@@ -20,6 +20,8 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export COURSE_PROGRESS="${TMPDIR:-/tmp}/course-progress.json" COURSE_CACHE="${COURSE_CACHE:-${TMPDIR:-/tmp}/course-cache}"
 OUT="${OUT:-results/session}"
 mkdir -p "$OUT"
+# the grader's timeline (holds of the GPU's lock waited for and held, tasks, timings' windows)
+export COURSE_TRACE="${COURSE_TRACE:-$(cd "$OUT" && pwd)/trace.jsonl}"
 eval "$(bash scripts/carried_bwrap.sh)"
 py=python3
 steps="${*:-check slow good}"
