@@ -89,8 +89,8 @@ def per_call(windows: list[tuple[int, float]]) -> Timing:
 def settled_first(first_call_s: float, again):
     """The first call's time that plans the windows: a first call slow enough to be timed one call at a
     time is timed once more (``again()``) and the faster counts, so that one call held up on the host
-    (seen on the H200: 0.45 and 0.04 s for kernels of 0.2 ms, in a grader loaded with other jobs) does not
-    time a fast kernel one call at a time. What ``again()`` returns that is no time (a failure) is
+    does not time a fast kernel one call at a time (on the H200, in a grader whose other threads were
+    busy, single calls of 0.2 ms kernels read 0.04-1.3 s). What ``again()`` returns that is no time (a failure) is
     returned as it is."""
     if first_call_s < SLOW_CALL_S:
         return first_call_s
