@@ -647,6 +647,10 @@ def test_the_trace_says_where_a_grade_spent_its_time(tmp_path, scratch_cache, mo
     names = [e["event"] for e in events]
     assert names[0] == "task graded begun" and names[-1] == "task graded ended" and "task result" in names
     assert {e["task"] for e in events} == {"vector_add/cpu"}
+    # each case: where its time went (inputs made, the learner's run, the judging), one line per case
+    cases = [e for e in events if e["event"] == "case"]
+    assert len(cases) == len(tasks.get("vector_add").all_cases("cpu")) and all(e["ok"] for e in cases)
+    assert all(e["made_s"] >= 0 and e["ran_s"] > 0 and e["judged_s"] >= 0 and e["bytes"] > 0 for e in cases)
     monkeypatch.delenv("COURSE_TRACE")
     isolation.run_task(tasks.get("vector_add"), folder, 7, limits.GENEROUS, Worker(), check_source=False)
     assert len(path.read_text().splitlines()) == len(events)  # off when unset

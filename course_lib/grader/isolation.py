@@ -984,12 +984,15 @@ def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=Non
         except Exception as e:  # a malformed reply that passed the type checks
             return case_tools.Outcome.failed(f"the grader cannot read what your function returned ({type(e).__name__})")
         return case_tools.Outcome(ok, summary, details, PASS if ok else FAIL)
+    began = time.perf_counter()
     prepared = case_tools.prepare(spec, case, case_seed)
     with SharedCase(prepared.tensors) as shared:
         message = {"kind": "case", "shared": shared.message, "order": prepared.order, "values": prepared.values}
         # a returned tensor is the size of the case's tensors, give or take padding: never more than this
         most = 16 * shared.nbytes + (1 << 20)
+        made = time.perf_counter()
         reply, data = ask(message, limit, "case_done", fd=shared.fd, most_data=most)
+        ran = time.perf_counter()
         sizes = {name: t.numel() for name, t in shared.tensors.items()}
         outputs = {name: sizes[name] for name in spec.outputs if name in sizes}
         inputs = {name: n for name, n in sizes.items() if name not in spec.outputs and not name.endswith("(guarded)")}
@@ -1007,7 +1010,12 @@ def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=Non
                 reply["span"] = span
             except (ValueError, TypeError, RuntimeError) as e:
                 return case_tools.Outcome.failed(f"the launcher returned a tensor the grader cannot read back ({e})")
-        return case_tools.judge(spec, case, prepared, reply, returned, device=device)
+        outcome = case_tools.judge(spec, case, prepared, reply, returned, device=device)
+        if trace.on():  # where a case's time goes: its inputs made, the learner's run, the judging
+            now = time.perf_counter()
+            trace.event("case", label=case.label, bytes=shared.nbytes, made_s=round(made - began, 4),
+                        ran_s=round(ran - made, 4), judged_s=round(now - ran, 4), ok=outcome.ok)  # fmt: skip
+        return outcome
 
 
 def _hung(result: TaskResult, phase: str, waited: float, limits: Limits, whole_task: bool) -> TaskResult:
