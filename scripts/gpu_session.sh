@@ -47,7 +47,7 @@ if has hostile; then
     > "$OUT/hostile_gpu_shards.txt" && rm -f "$OUT"/hostile_gpu.[0-9]*.txt
 fi
 if has room; then
-  step "a small room graded in GPU mode (one worker per GPU)"
+  step "a small room graded in GPU mode (jobs_per_gpu() jobs share the GPU)"
   $py scripts/room_test.py --learners "${ROOM_LEARNERS:-8}" --record "$OUT/room_test_gpu.json" 2>&1 | tail -15
 fi
 if has wrong; then

@@ -706,10 +706,9 @@ def grade_room(
     if speed_points and not gpu:
         note("--speed-points needs a GPU (speed is not measured in the interpreter): no speed points given")
         speed_points = False
-    if gpu and workers is None:
-        import torch
-
-        workers = torch.cuda.device_count() or None
+    # workers None: the pool decides (on a GPU machine ``jobs_per_gpu()`` jobs share each GPU; timing
+    # windows take it alone). One job per GPU, as this once was, graded a room of 40 x 22 on the H200 at
+    # about one job every 15 s: 14 in the first 222 s (2026-12-03, results/grader_h200/speed_2026-12-03_room)
     stamp = _timestamp()
     room = Room(root, learners, names, [], seed, stamp, notes=notes, speed_points=speed_points, sandboxing=sandboxing)
 
