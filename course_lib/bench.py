@@ -95,7 +95,9 @@ def _bench_case(spec, entry, case, peaks: roofline.Peaks, log) -> list[dict]:
     for name, variant in (spec.bench_variants(case) if spec.bench_variants else {}).items():
         t = timing.bench(lambda v=variant: v(**ref_inputs))
         how = getattr(variant, "compile_config", None)  # a compiled variant says which way won
-        rows.append(_record(spec, case, name, t, peaks, **({"compile_config": how()} if how else {})))
+        pick = getattr(variant, "config", None)  # a variant that picks its fastest form says which
+        extra = {**({"compile_config": how()} if how else {}), **({"config": pick()} if pick else {})}
+        rows.append(_record(spec, case, name, t, peaks, **extra))
     for mode in spec.compile_modes:
         # at its best: max-autotune without the input copy of its CUDA graphs (timing.compiled_at_best)
         compiled, how, compile_s = timing.compiled_at_best(baseline, mode, ref_inputs)

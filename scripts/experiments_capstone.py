@@ -158,6 +158,7 @@ def _torch_rows(s: Session, compile_modes: tuple[str, ...]) -> None:
     s.record("decomposed_eager", lambda: ch10.decomposed_eager(**a))
     best = ch10.best_torch_eager()
     s.record("best_torch_eager", lambda: best(**a))
+    s.rows[-1]["config"] = best.config()  # which of ch10.eager_forms was fastest here
     for name, fn in (("naive", ch10.naive_eager), ("decomposed", ch10.decomposed_eager)):
         for mode in compile_modes:
             # at its best: max-autotune without its CUDA graphs' per-call input copy (timing.compiled_at_best)

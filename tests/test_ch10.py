@@ -312,10 +312,28 @@ def test_bench_variants_on_the_cpu():
     expected = ch10.capstone_reference(**made)
     assert torch.allclose(variants["decomposed_eager"](**made), expected, atol=1e-5)
     best = variants["best_torch_eager"]
-    assert torch.allclose(best(**made), expected, atol=1e-5)  # W_c padded on the first call
-    assert torch.allclose(best(**made), expected, atol=1e-5)  # and read from the padded copy after it
+    assert best.config() is None
+    assert torch.allclose(best(**made), expected, atol=1e-5)  # W_c padded and the forms timed on the first call
+    assert best.config() in ch10.eager_forms(**made, w_padded=torch.zeros(17, 16)), best.config()
+    assert torch.allclose(best(**made), expected, atol=1e-5)  # and the fastest form kept after it
     cand = torch.matmul(made["w"][:, made["ku"] :], made["e_cand"])
     assert torch.allclose(variants["cublas_candidate_padded"](**made), cand, atol=1e-5)
+
+
+@pytest.mark.parametrize("kc", [9, 16, 3])
+def test_every_plain_torch_form_computes_the_layer(kc):
+    """Each form best_torch_eager may pick is right, where Kc is not a multiple of 8 (the split's thin
+    second baddbmm), is one (no second), and is below 8 (all of K in the thin one)."""
+    case = tasks.Case((12, 3, 17, 20, kc, 11), F32, "tail")
+    made = ch10.split_inputs(case, torch.Generator().manual_seed(1))
+    expected = ch10.capstone_reference(**made)
+    w, ku = made["w"], made["ku"]
+    padded = w.new_zeros(w.shape[0], ch10.padded_width(kc, w.element_size()))
+    padded[:, :kc] = w[:, ku:]
+    forms = ch10.eager_forms(**made, w_padded=padded)
+    assert len(forms) == 3
+    for name, form in forms.items():
+        assert torch.allclose(form(), expected, atol=1e-5), name
 
 
 # --------------------------------------------------------------------------------------------------

@@ -225,6 +225,12 @@ def summary_rows(label: str, dtype: str, records: dict) -> tuple[str | None, lis
             note = "aligned already: the row above"
         if ms is None and not note:
             note = "not measured yet" if variant.startswith(("solution", "ws_compression")) else "not in this record"
+        if hit and variant == "best_torch_eager":  # which plain-torch form was fastest, or that none was picked
+            if hit.get("config"):
+                note = f"its fastest form here: {hit['config']}"
+            else:
+                name = "torch eager, one baddbmm, K as it is"
+                note = "not at its best: recorded before the fastest form was picked (ch10.eager_forms)"
         if ms is not None and over is None and whole:
             over = naive / ms
         rows.append(dict(name=name, variant=variant, ms=ms, p20=p20 or ms, p80=p80 or ms, over=over, whole=whole,
