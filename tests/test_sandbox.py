@@ -309,6 +309,38 @@ def test_a_case_file_has_no_name_and_is_private():
         assert not any(p.name.startswith("course-case-") for p in Path("/dev/shm").iterdir() if p.is_file())
 
 
+def test_a_case_file_holds_every_layout_and_reads_back_what_the_worker_left(monkeypatch):
+    """Views of one storage, a strided view with an offset and a guarded output are
+    written once each, read as written (``tensors``), and read back as the file holds them after
+    another process changed it, in pieces smaller than the file; the gaps between storages are zeros;
+    a file cut short is CaseFileDamaged."""
+    import torch
+
+    from course_lib.grader import shared as shared_module
+    from course_lib.grader.shared import CaseFileDamaged, SharedCase
+
+    monkeypatch.setattr(shared_module, "_CHUNK", 1000)  # many read and write calls per region
+    base = torch.arange(3000, dtype=torch.float32)
+    strided = torch.arange(600, dtype=torch.float16).reshape(20, 30)[2:, ::3]
+    guarded = torch.full((5000,), float("nan"))
+    tensors = {"a": base[:1000], "b": base[1000:], "s": strided, "out (guarded)": guarded,
+               "out": guarded[64:4064]}  # fmt: skip
+    with SharedCase(tensors) as shared:
+        assert len(shared.regions) == 3  # base's storage once
+        for name, t in tensors.items():
+            got = shared.tensors[name]
+            assert got.dtype == t.dtype and got.shape == t.shape and torch.equal(got.nan_to_num(), t.nan_to_num())
+        raw = shared.read_back()
+        (offset, nbytes), (second, _) = shared.regions[0], shared.regions[1]
+        assert not raw[offset + nbytes : second].any()  # the gap
+        os.pwrite(shared.fd, torch.tensor([7.0] * 3).numpy().tobytes(), offset + 4)  # a, elements 1-3
+        back = shared.returned_views()
+        assert back["a"][:5].tolist() == [0.0, 7.0, 7.0, 7.0, 4.0] and shared.tensors["a"][1] == 1.0
+        os.ftruncate(shared.fd, shared.nbytes - 5000)
+        with pytest.raises(CaseFileDamaged, match="holds"):
+            shared.returned_views()
+
+
 def test_stale_job_folders_of_this_user_are_removed(tmp_path, monkeypatch):
     from course_lib.grader import isolation
 
