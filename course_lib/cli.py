@@ -222,7 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     g.add_argument("--seed", type=int, help="base seed of the inputs (with --resume: default, the recorded one)")
     g.add_argument("--timeout", type=float, help=TIMEOUT_HELP)
-    g.add_argument("--jobs", type=int, help="tasks graded at once (default: up to 4; on a GPU machine jobs_per_gpu() per GPU, COURSE_GPU_JOBS sets it)")
+    g.add_argument(
+        "--jobs",
+        type=int,
+        help="tasks graded at once (default: up to 4; on a GPU, COURSE_GPU_JOBS or from the cores, per GPU)",
+    )
     g.add_argument("--quiet", action="store_true", help="no progress bar, no line per learner")
     g.add_argument("--verbose", action="store_true", help="print each learner's full report")
     g.add_argument(

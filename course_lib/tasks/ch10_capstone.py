@@ -30,9 +30,8 @@ are probed in the worker, where torch modes may run, and judged here.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import time
+from dataclasses import replace
 
 import torch
 
