@@ -199,3 +199,19 @@ def test_torch_numbers_match_numpy_for_64_bit_seeds(seed):
     want = philox.rand_per_element(seed, np.arange(n))
     got = philox.rand_per_element_torch(seed, n, "cpu", chunk=333).numpy()
     assert np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+@pytest.mark.skipif(not runtime.is_gpu(), reason="draws on the GPU")
+@pytest.mark.parametrize("seed", [0, 2024, 2**64 - 1])
+def test_gpu_numbers_are_tl_rand4x_and_numpy_bit_for_bit(seed):
+    """On a GPU the reference's numbers are drawn on the device: the same bits as the compiled
+    tl.rand4x (seeds Triton takes) and as numpy (every seed), for a count that is not a multiple of 4."""
+    n = 4 * 3001 - 2
+    got = philox.rand_per_element_torch(seed, n, "cuda", chunk=1000)
+    assert got.is_cuda and got.dtype == torch.float32 and got.shape == (n,)
+    want = philox.rand_per_element(seed, np.arange(n))
+    assert np.array_equal(got.cpu().numpy().view(np.int32), want.view(np.int32))
+    if seed < 2**31:
+        out = torch.empty(4 * 3001, device="cuda")
+        _rand4x_kernel[(triton.cdiv(3001, 256),)](out, 3001, seed, BLOCK=256)
+        assert torch.equal(got, out[:n])

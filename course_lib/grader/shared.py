@@ -52,7 +52,10 @@ def _write_all(fd: int, data: torch.Tensor) -> None:
     view = memoryview(data.numpy())
     done = 0
     while done < len(view):
-        done += os.pwrite(fd, view[done : done + _CHUNK], done)
+        wrote = os.pwrite(fd, view[done : done + _CHUNK], done)
+        if wrote <= 0:  # no progress (a full disk answers ENOSPC instead; this guards the loop)
+            raise OSError(f"the case file took no bytes at offset {done} of {len(view)}")
+        done += wrote
 
 
 class CaseFileDamaged(Exception):

@@ -165,7 +165,7 @@ SUMMARY = (
     ("step 4: Gluon, warp-specialized", "ws_compression", None, True),
     ("step 4: its candidate GEMM and epilogue", "ws_compression_part_candidate_gemm", None, False),
     ("step 4: its user GEMM", "ws_compression_part_user_gemm", None, False),
-    ("torch eager at its best: W_c padded once, one baddbmm", "best_torch_eager", None, True),
+    ("torch eager at its best: the fastest plain-torch form", "best_torch_eager", None, True),
     ("torch.compile default, decomposed", "decomposed_torch_compile_default", "decomposed_compile_default_ms", True),
     ("torch.compile default, naive", "naive_torch_compile_default", None, True),
     ("torch.compile max-autotune, decomposed", "decomposed_torch_compile_max-autotune",
@@ -227,7 +227,8 @@ def summary_rows(label: str, dtype: str, records: dict) -> tuple[str | None, lis
             note = "not measured yet" if variant.startswith(("solution", "ws_compression")) else "not in this record"
         if hit and variant == "best_torch_eager":  # which plain-torch form was fastest, or that none was picked
             if hit.get("config"):
-                note = f"its fastest form here: {hit['config']}"
+                name = f"torch eager at its best: {hit['config']}"
+                note = "the fastest of ch10.eager_forms here"
             else:
                 name = "torch eager, one baddbmm, K as it is"
                 note = "not at its best: recorded before the fastest form was picked (ch10.eager_forms)"
