@@ -105,7 +105,7 @@ step_room_start() {
   mkdir -p "$ROOM_DIR"
   rm -f "$ROOM_DIR"/*
   date +%s.%N > "$ROOM_DIR/started"
-  setsid nohup $py scripts/room_test.py --learners 40 --speed-points --limit-s "${ROOM_LIMIT_S:-1200}" \
+  COURSE_TRACE="$ROOM_DIR/trace.jsonl" setsid nohup $py scripts/room_test.py --learners 40 --speed-points --limit-s "${ROOM_LIMIT_S:-1200}" \
     --record "$ROOM_DIR/room_40x22.json" > "$ROOM_DIR/room.txt" 2>&1 < /dev/null &
   echo "room started in the background: $ROOM_DIR"
 }
@@ -116,7 +116,8 @@ step_room_wait() {
     waited=$((waited + 5))
   done
   echo "room: $($py -c "import time; print(round(time.time() - float(open('$ROOM_DIR/started').read()), 1))") s since its start"
-  cp "$ROOM_DIR"/room.txt "$ROOM_DIR"/room_40x22.json "$OUT"/ 2>/dev/null
+  cp "$ROOM_DIR"/room.txt "$ROOM_DIR"/room_40x22.json "$ROOM_DIR"/trace.jsonl "$OUT"/ 2>/dev/null
+  [ -e "$ROOM_DIR/trace.jsonl" ] && echo "room trace: $(grep -c '"task result"' "$ROOM_DIR/trace.jsonl") tasks graded so far"
   tail -30 "$ROOM_DIR/room.txt"
 }
 
