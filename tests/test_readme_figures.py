@@ -70,3 +70,13 @@ def test_the_headline_one_launch_and_earlier_figures_are_the_records():
         earlier = lesson10.read_record(name)
         assert earlier is not None and f"`results/{name}`" in HEADLINE
         assert f"gave {_ms(earlier, 'ws_compression'):.2f} ms" in HEADLINE
+
+
+def test_the_headline_best_torch_eager_figure_is_the_records(experiment):
+    """A speed-up over plain PyTorch is claimed only where the record timed it at its best (a form picked)."""
+    row = lesson10.measured(experiment, "published", "bfloat16", "best_torch_eager")
+    step4 = _ms(experiment, "ws_compression")
+    if row and row.get("config"):
+        assert f"{row['median_ms']:.2f} ms) the\nstep is {row['median_ms'] / step4:.1f}x faster" in HEADLINE
+    else:
+        assert not re.search(r"plain-PyTorch version.{0,200}x faster", HEADLINE, re.S)
