@@ -790,11 +790,10 @@ def eager_forms(w, e_user, e_cand, user_of, ku, w_padded):
         return torch.baddbmm(gathered(), w_padded.expand(B, M, kp), e_p)
 
     def k_split():  # K cut at a 16-byte multiple, the few columns left added by a second, thin baddbmm
-        per_16_bytes = max(1, 16 // e_cand.element_size())
-        k8 = Kc - Kc % per_16_bytes
-        out = torch.baddbmm(gathered(), w_c[:, :k8].expand(B, M, k8), e_cand[:, :k8])
-        if k8 < Kc:
-            out.baddbmm_(w_c[:, k8:].expand(B, M, Kc - k8), e_cand[:, k8:])
+        k_cut = Kc - Kc % max(1, 16 // e_cand.element_size())
+        out = torch.baddbmm(gathered(), w_c[:, :k_cut].expand(B, M, k_cut), e_cand[:, :k_cut])
+        if k_cut < Kc:
+            out.baddbmm_(w_c[:, k_cut:].expand(B, M, Kc - k_cut), e_cand[:, k_cut:])
         return out
 
     return {"one baddbmm, K as it is": k_as_is, "E_cand padded per call, one baddbmm": e_padded_per_call,
