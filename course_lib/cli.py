@@ -98,7 +98,7 @@ def _cmd_grade(args) -> int:
         room = roster.grade_room(
             args.submissions, args.out, args.task, seed=args.seed, timeout=args.timeout, workers=args.jobs,
             hidden=args.hidden, resume=args.resume, speed_points=args.speed_points,
-            unsandboxed=args.unsandboxed, progress=False if args.quiet else None,
+            unsandboxed=args.unsandboxed, progress=False if args.quiet else None, copies_once=not args.each_copy,
         )  # fmt: skip
     except roster.UsageError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -227,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="tasks graded at once (default: up to 4; on a GPU, COURSE_GPU_JOBS or from the cores, per GPU)",
     )
+    g.add_argument(
+        "--each-copy", action="store_true",
+        help="grade byte-identical files of a task one by one (default: once, each copy gets that verdict)",
+    )  # fmt: skip
     g.add_argument("--quiet", action="store_true", help="no progress bar, no line per learner")
     g.add_argument("--verbose", action="store_true", help="print each learner's full report")
     g.add_argument(

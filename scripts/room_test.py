@@ -15,7 +15,10 @@ at being:
 - bad:     bad files: empty, only whitespace, NUL bytes, not UTF-8, over 1 MiB, a symbolic link,
            missing (each must be its own status, score 0).
 
-Where a task has no wrong or hostile submission, that learner hands in the stub. Then
+Each honest, broken or hostile learner's file is their own (a line naming them is added), as in a
+real room; untouched stubs are byte for byte the same, which the grader grades once per task
+(``--copies`` keeps every file an exact copy of its source, so that copies of the same source are
+graded once too). Where a task has no wrong or hostile submission, that learner hands in the stub. Then
 ``python -m course_lib grade ROOM`` runs once; the script prints its wall time, checks that every
 (learner, task) row is there once and that each learner got what their kind deserves, and exits 1
 if not. ``--record PATH`` writes what happened as JSON.
@@ -42,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WRONG = ROOT / "tests" / "wrong"
 HOSTILE = ROOT / "tests" / "hostile"
 NOT_WRONG_ENOUGH = {"seed_dependent"}  # wrong only for some inputs: it may pass, and that is its point
+# wrong only where the GPU's timing shows it (its cases pass): handed in only when grading on a GPU
+GPU_ONLY_WRONG = {"cached_by_address"}
 
 # bad file kind -> (bytes, or None for no file, or "link"), the status the grader must give it
 BAD_FILES = {
@@ -65,13 +70,21 @@ def course_tasks() -> list[str]:
 def submissions(folder: Path, task: str) -> list[Path]:
     if not folder.is_dir():
         return []
-    return sorted(
-        p / f"{task}.py" for p in folder.iterdir() if p.name not in NOT_WRONG_ENOUGH and (p / f"{task}.py").is_file()
-    )
+    from course_lib import runtime
+
+    left_out = NOT_WRONG_ENOUGH | (set() if runtime.is_gpu() else GPU_ONLY_WRONG)
+    return sorted(p / f"{task}.py" for p in folder.iterdir() if p.name not in left_out and (p / f"{task}.py").is_file())
 
 
-def build_room(room: Path, learners: int, task_names: list[str]) -> dict[str, dict]:
+def build_room(room: Path, learners: int, task_names: list[str], copies: bool = False) -> dict[str, dict]:
     """Make ROOM/<learner>/<task>.py; returns {learner: {"kind": ..., "expect": {task: what}}}."""
+
+    def hand_in(source: Path, target: Path, name: str) -> None:
+        data = source.read_bytes()
+        if not copies:  # each learner's own file: the same code with their name in a comment
+            data = data.rstrip(b"\n") + f"\n# handed in by {name}\n".encode()
+        target.write_bytes(data)
+
     kinds = ["honest", "stubs", "broken"] + (["hostile"] if HOSTILE.is_dir() else []) + ["bad"]
     plan = {}
     for i in range(learners):
@@ -84,7 +97,7 @@ def build_room(room: Path, learners: int, task_names: list[str]) -> dict[str, di
             target = folder / f"{task}.py"
             stub = ROOT / "exercises" / f"{task}.py"
             if kind == "honest":
-                shutil.copy(ROOT / "solutions" / f"{task}.py", target)
+                hand_in(ROOT / "solutions" / f"{task}.py", target, name)
                 expect[task] = "full"
             elif kind == "stubs":
                 shutil.copy(stub, target)
@@ -92,7 +105,10 @@ def build_room(room: Path, learners: int, task_names: list[str]) -> dict[str, di
             elif kind in ("broken", "hostile"):
                 pool = submissions(WRONG if kind == "broken" else HOSTILE, task)
                 source = pool[(i // len(kinds) + j) % len(pool)] if pool else stub
-                shutil.copy(source, target)
+                if pool:
+                    hand_in(source, target, name)
+                else:
+                    shutil.copy(source, target)  # the stub, untouched
                 expect[task] = "zero"
                 expect[f"{task}:from"] = str(source.relative_to(ROOT))
             else:
@@ -105,6 +121,18 @@ def build_room(room: Path, learners: int, task_names: list[str]) -> dict[str, di
                 expect[task] = f"status:{status}"
         plan[name] = {"kind": kind, "expect": expect}
     return plan
+
+
+def distinct_files(room: Path) -> int:
+    """Distinct (task, bytes) among the room's regular files: the jobs the grader runs."""
+    from course_lib.grader.roster import check_file
+
+    seen = set()
+    for path in room.glob("*/*.py"):
+        check = check_file(path, path.parent.name, path.stem)
+        if check.status is None:  # a file the grader is given (not a bad file, a row of its own)
+            seen.add((path.stem, check.sha256))
+    return len(seen)
 
 
 def check(rows: list[dict], plan: dict, task_names: list[str]) -> list[str]:
@@ -149,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the room and the gradebook (their folder is printed)")
     p.add_argument("--speed-points", action="store_true", help="passed to grade (GPU: speed tiers scored)")
     p.add_argument("--limit-s", type=float, help="stop the grade command after this many seconds (recorded)")
+    p.add_argument("--copies", action="store_true", help="every file an exact copy of its source (see above)")
     args = p.parse_args(argv)
 
     every = course_tasks()
@@ -161,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="room-test-"))
     try:
         room = work / "room"
-        plan = build_room(room, args.learners, task_names)
+        plan = build_room(room, args.learners, task_names, copies=args.copies)
+        distinct = distinct_files(room)
         out = work / "grades.csv"
         command = [sys.executable, "-m", "course_lib", "grade", str(room), "--out", str(out), "--seed", str(args.seed)]
         command += ["--quiet", "--task", ",".join(task_names)]
@@ -170,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         command += ["--speed-points"] if args.speed_points else []
         env = dict(os.environ, COURSE_PROGRESS=str(work / "progress.json"))
         kinds = Counter(v["kind"] for v in plan.values())
-        print(f"grading {args.learners} learners x {len(task_names)} tasks ({dict(kinds)}) in {room}", flush=True)
+        print(f"grading {args.learners} learners x {len(task_names)} tasks ({dict(kinds)}) in {room}: "
+              f"{distinct} distinct files to grade", flush=True)  # fmt: skip
         start = time.perf_counter()
         try:
             done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.limit_s)
@@ -210,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                 },
                 "learners": args.learners,
                 "kinds": dict(kinds),
+                "copies": args.copies,
+                "distinct_files": distinct,
                 "tasks": task_names,
                 "rows": len(rows),
                 "seconds": round(seconds, 1),

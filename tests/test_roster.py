@@ -5,6 +5,7 @@ for the grader, so these are fast; one test at the end goes through the real com
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ import shutil
 import pytest
 from conftest import ROOT, WRONG, assert_clean, requires_sandbox, run_course
 
-from course_lib import cli, tasks
+from course_lib import cli, sources, tasks
 from course_lib.grader import roster
 from course_lib.grader.roster import COLUMNS, TaskResult
 
@@ -48,6 +49,8 @@ class FakeGrader:
             for key, value in (speed[0] if speed else {}).items():
                 setattr(result, key, value)
             result.sandboxed = bool(sandboxed)
+            # the bytes graded, as the real grader records them (a copy takes a verdict only for these)
+            result.file_sha256 = hashlib.sha256((job.source / f"{job.task}.py").read_bytes()).hexdigest()
             if on_result is not None:
                 on_result(job, result)
             results.append(result)
@@ -82,6 +85,9 @@ def read_csv(path):
 def grade(room, out, fake=None, **options):
     options.setdefault("task_names", TWO)
     options.setdefault("seed", 7)
+    # the fake's verdicts are per learner, so identical files may differ here: each graded (the tests of
+    # copies graded once say copies_once=True)
+    options.setdefault("copies_once", False)
     return roster.grade_room(room, out, grade=fake or FakeGrader(), progress=False, log=lambda text: None, **options)
 
 
@@ -411,6 +417,104 @@ def test_progress_bar_counts_finished_jobs(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------------------------------
+# byte-identical files of a task are graded once
+
+
+class NamingGrader(FakeGrader):
+    """A fake whose report names the graded file's folder, as the real grader's messages do."""
+
+    def __call__(self, jobs, **kwargs):
+        for job in jobs:
+            where = f"{sources.display(job.source)}/{job.task}.py"
+            self.verdicts[(job.learner, job.task)] = (
+                "fail", f"{where} line 3: case 'tail' 2 of 9 elements are wrong",
+                [f"see {where}", f"{sources.display(job.source)}2/notes.txt is another folder"],
+                timed("fast", 12.5, 0.5),
+            )  # fmt: skip
+        return super().__call__(jobs, **kwargs)
+
+
+def test_identical_files_of_a_task_are_graded_once_and_each_copy_gets_its_verdict(tmp_path):
+    mine = SOLUTION["vector_add"] + b"# my own comment\n"
+    room = make_room(
+        tmp_path / "room",
+        {"ada": dict(SOLUTION), "bob": dict(SOLUTION), "cy": {"vector_add": mine}, "dee": {"vector_copy": mine}},
+    )
+    fake = NamingGrader()
+    result = grade(room, tmp_path / "grades.csv", fake, copies_once=True)
+    # one job per distinct (task, bytes): bob's two files are ada's; dee's file is cy's bytes under another task
+    assert fake.graded == [("ada", "vector_copy"), ("ada", "vector_add"), ("cy", "vector_add"), ("dee", "vector_copy")]
+    rows = {(r["student_id"], r["assignment"]): r for r in result.rows}
+    for task in TWO:
+        ada, bob = rows["ada", task], rows["bob", task]
+        same = ("status", "score", "cases_passed", "cases_total", "seconds", "sha256", "seed", "speed_tier", "time_us")
+        assert {k: bob[k] for k in same} == {k: ada[k] for k in same}
+        # the copy's report names its own file, never the learner graded for it
+        assert bob["message"] == ada["message"].replace("room/ada/", "room/bob/")
+        assert "ada" not in bob["message"] and "room/bob/" in bob["message"]
+        details = result.results["bob", task].details
+        assert details[0].endswith(f"room/bob/{task}.py")
+        assert details[1].endswith("room/ada2/notes.txt is another folder"), "another folder's name is left alone"
+        assert result.results["bob", task].learner == "bob"
+    assert result.copied == {("bob", "vector_copy"), ("bob", "vector_add")}
+    said = "graded now from 4 distinct files: 2 byte-identical copies took their verdict"
+    assert said in result.short_summary() and said in (tmp_path / "grades.summary.md").read_text()
+
+
+def test_each_copy_is_graded_when_asked(tmp_path, monkeypatch):
+    room = make_room(tmp_path / "room", {"ada": dict(SOLUTION), "bob": dict(SOLUTION)})
+    fake = FakeGrader()
+    result = grade(room, tmp_path / "grades.csv", fake, copies_once=False)
+    assert len(fake.graded) == 4 and not result.copied and "distinct" not in result.short_summary()
+    # and the command line says it with --each-copy (default: copies graded once)
+    for flag, once in (([], True), (["--each-copy"], False)):
+        fake = FakeGrader()
+        monkeypatch.setattr(roster, "grade_jobs", fake)
+        assert cli.main(["grade", str(room), "--out", str(tmp_path / "g.csv"), "--quiet", *flag]) == 0
+        assert len(fake.graded) == (2 if once else 4), flag  # the room's other tasks are missing files: rows
+
+
+def test_a_copy_changed_while_its_twin_was_graded_is_graded_itself(tmp_path):
+    room = make_room(tmp_path / "room", {"ada": dict(SOLUTION), "bob": dict(SOLUTION)})
+    changed = SOLUTION["vector_add"] + b"x = 1\n"
+
+    class Changing(FakeGrader):
+        def __call__(self, jobs, **kwargs):
+            if not self.calls:
+                (room / "bob" / "vector_add.py").write_bytes(changed)
+            return super().__call__(jobs, **kwargs)
+
+    fake = Changing({("bob", "vector_add"): ("fail", "bob's own verdict", [])})
+    result = grade(room, tmp_path / "grades.csv", fake, copies_once=True)
+    assert [[(j.learner, j.task) for j in c["jobs"]] for c in fake.calls] == [
+        [("ada", "vector_copy"), ("ada", "vector_add")],
+        [("bob", "vector_add")],
+    ]
+    rows = {(r["student_id"], r["assignment"]): r for r in result.rows}
+    assert rows["bob", "vector_add"]["status"] == "fail" and rows["bob", "vector_copy"]["status"] == "pass"
+    assert result.copied == {("bob", "vector_copy")}
+
+
+def test_a_verdict_of_other_bytes_is_never_copied(tmp_path):
+    """The grader records the bytes it graded; a twin whose grading saw other bytes (changed and changed
+    back, or a grader crash with no bytes) gives its copies nothing: they are graded themselves."""
+    room = make_room(tmp_path / "room", {"ada": dict(SOLUTION), "bob": dict(SOLUTION)})
+
+    class OtherBytes(FakeGrader):
+        def __call__(self, jobs, **kwargs):
+            results = super().__call__(jobs, **kwargs)
+            for job, r in zip(jobs, results):
+                if job.learner == "ada" and job.task == "vector_add":
+                    r.file_sha256 = ""
+            return results
+
+    fake = OtherBytes()
+    result = grade(room, tmp_path / "grades.csv", fake, copies_once=True)
+    assert ("bob", "vector_add") in fake.graded and ("bob", "vector_copy") not in fake.graded
+    assert result.copied == {("bob", "vector_copy")}
+
+
+# --------------------------------------------------------------------------------------------------
 # GPU: speed points and leaderboards (fake results, so it runs in CPU mode)
 
 
@@ -479,6 +583,10 @@ def test_grade_a_room_end_to_end(tmp_path, progress_file):
         shutil.copy(ROOT / "exercises" / f"{task}.py", room / "stubs")
     (room / "mixed" / "vector_copy.py").write_bytes(b"\x00\x01binary")
     shutil.copy(WRONG / "wrong_formula" / "vector_add.py", room / "mixed")
+    # byte-identical files of a task are graded once: an untouched stub, a file handed in twice
+    shutil.copytree(room / "stubs", room / "stubs2")
+    (room / "copycat").mkdir()
+    shutil.copy(WRONG / "wrong_formula" / "vector_add.py", room / "copycat")
     out = tmp_path / "grades.csv"
 
     run = run_course("grade", str(room), "--out", str(out), "--task", "vector_copy,vector_add", "--seed", "11",
@@ -487,9 +595,14 @@ def test_grade_a_room_end_to_end(tmp_path, progress_file):
     assert run.returncode == 0, run.stdout + run.stderr
     rows = read_csv(out)
     assert [(r["student_id"], r["assignment"]) for r in rows] == [
-        (w, t) for w in ("honest", "mixed", "stubs") for t in TWO
+        (w, t) for w in ("copycat", "honest", "mixed", "stubs", "stubs2") for t in TWO
     ]
     got = {(r["student_id"], r["assignment"]): r for r in rows}
+    # copycat's file was graded as mixed's (or mixed's as copycat's), under its own name
+    assert got["copycat", "vector_add"]["status"] == "fail" and got["copycat", "vector_copy"]["status"] == "missing"
+    assert got["copycat", "vector_add"]["message"].replace("copycat", "mixed") == got["mixed", "vector_add"]["message"]
+    assert [got["stubs2", t]["status"] for t in TWO] == ["todo", "todo"]
+    assert "from 5 distinct files: 3 byte-identical copies took their verdict" in run.stdout
     assert [got["honest", t]["status"] for t in TWO] == ["pass", "pass"]
     assert all(got["honest", t]["score"] == got["honest", t]["max_score"] == "1.0" for t in TWO)
     assert [got["stubs", t]["status"] for t in TWO] == ["todo", "todo"]
@@ -500,10 +613,10 @@ def test_grade_a_room_end_to_end(tmp_path, progress_file):
     )
     assert all(r["score"] == "0.0" for r in rows if r["student_id"] != "honest")
     assert {r["seed"] for r in rows} == {"11"}
-    assert all(len(r["sha256"]) == 64 for r in rows)
-    assert json.loads((tmp_path / "grades.json").read_text())[0]["student_id"] == "honest"
-    assert "| vector_add | 1/3 |" in (tmp_path / "grades.summary.md").read_text()
-    assert "honest: 2/2 tasks pass" in run.stdout and f"wrote 6 rows to {out}" in run.stdout
+    assert all(len(r["sha256"]) == 64 for r in rows if r["status"] != "missing")
+    assert json.loads((tmp_path / "grades.json").read_text())[0]["student_id"] == "copycat"
+    assert "| vector_add | 1/5 |" in (tmp_path / "grades.summary.md").read_text()
+    assert "honest: 2/2 tasks pass" in run.stdout and f"wrote 10 rows to {out}" in run.stdout
     assert os.path.getsize(out) > 0
 
 

@@ -58,7 +58,7 @@ from tqdm import tqdm
 
 from .. import runtime
 from .. import tasks as course_tasks
-from . import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, Job, TaskResult, grade_jobs, sandbox
+from . import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, Job, TaskResult, grade_jobs, sandbox, trace
 
 __all__ = [
     "BAD_FILE_STATUSES",
@@ -470,6 +470,8 @@ class Room:
     notes: list[str] = field(default_factory=list)
     speed_points: bool = False
     sandboxing: str = ""  # how the learners' code ran: in the sandbox (which), or without it
+    # rows of this run given the verdict of a byte-identical file of the same task graded once
+    copied: set = field(default_factory=set)  # (learner, task) pairs
 
     @property
     def graded(self) -> int:
@@ -502,10 +504,17 @@ class Room:
         files = ", ".join(str(p) for p in self.written)
         kept = f", {len(self.kept)} kept from the last run" if self.kept else ""
         lines.append(
-            f"wrote {len(self.rows)} rows to {files} ({len(self.learners)} learners, {self.graded} graded now{kept}; "
-            f"{self.seconds:.1f} s, seed {self.seed})"
+            f"wrote {len(self.rows)} rows to {files} ({len(self.learners)} learners, {self.graded} graded now"
+            f"{self.copies_said()}{kept}; {self.seconds:.1f} s, seed {self.seed})"
         )
         return "\n".join(lines)
+
+    def copies_said(self) -> str:
+        """How many of the rows graded now came from a distinct file ("" when all did)."""
+        if not self.copied:
+            return ""
+        n = len(self.copied)
+        return f" from {self.graded - n} distinct files: {n} byte-identical copies took their verdict"
 
     def summary_markdown(self) -> str:
         rows = [r for r in self.rows if r["assignment"] in self.tasks]
@@ -513,11 +522,11 @@ class Room:
             f"# Grades: {self.root.name}",
             "",
             f"- graded {self.timestamp}, {len(self.learners)} learners x {len(self.tasks)} tasks = {len(rows)} rows "
-            f"({self.graded} graded now, {len(self.kept)} kept from the last run)",
+            f"({self.graded} graded now{self.copies_said()}, {len(self.kept)} kept from the last run)",
             f"- seed {self.seed} (`--seed {self.seed}` grades with the same inputs again)",
             *([f"- {self.sandboxing}"] if self.sandboxing else []),
             f"- total time {self.seconds:.1f} s; grading time summed over the jobs "
-            f"{sum(r.seconds for r in self.results.values()):.1f} s",
+            f"{sum(r.seconds for k, r in self.results.items() if k not in self.copied):.1f} s",
             "- scoring: all-or-nothing, the task's points for a pass"
             + (
                 f"; speed points up to {_num(SPEED_POINTS)} per task by speed tier: works 0, fast "
@@ -641,12 +650,18 @@ def grade_room(
     progress: bool | None = None,
     log: Callable[[str], None] = print,
     grade: Callable | None = None,
+    copies_once: bool = True,
 ) -> Room:
     """Grade every learner of ``root``; write the CSV/JSON rows and the summary; return the Room.
 
     Each learner's code runs inside the operating-system sandbox (``sandbox``); where none can be
     made this refuses (UsageError, saying what to install) unless ``unsandboxed`` says to grade
     without it, and every row records which way it was graded.
+
+    Byte-identical files of one task are graded once and each copy gets that verdict (``copies_once``;
+    False grades every file): the verdict is a function of the file's bytes, the seed and the hidden
+    cases, which the whole room shares (the worker is given a copy of the bytes, never the learner's
+    folder), and untouched stubs are common. A copy whose file changed meanwhile is graded itself.
 
     ``grade`` stands in for ``grade_jobs`` (tests). ``progress``: a tqdm bar on stderr (None: when
     stderr is a terminal). ``log`` gets the notes said on the way (resume, speed points). Raises
@@ -741,6 +756,19 @@ def grade_room(
     if resume and previous:
         note(f"resume: {len(room.kept)} rows kept from {previous_path} (same file and seed), {len(jobs)} to grade")
 
+    # one job per distinct file of a task; the copies wait for its verdict
+    first: dict[tuple[str, str], Job] = {}  # (task, sha256) -> the job graded
+    copies: dict[int, list[Job]] = {}  # id of a graded job -> its copies
+    graded_jobs: list[Job] = []
+    for job in jobs:
+        same = (job.task, hashes[(job.learner, job.task)])
+        if copies_once and same in first:
+            copies[id(first[same])].append(job)
+        else:
+            first[same] = job
+            copies[id(job)] = []
+            graded_jobs.append(job)
+
     show = progress if progress is not None else sys.stderr.isatty()
     lock = threading.Lock()
     with tqdm(
@@ -749,15 +777,34 @@ def grade_room(
 
         def on_result(job: Job, result: TaskResult) -> None:
             with lock:
-                bar.update(1)
+                bar.update(1 + len(copies.get(id(job), ())))
 
-        results = grade(
-            jobs, seed=seed, workers=workers, timeout=timeout, on_result=on_result, hidden=hidden_path,
+        results = list(grade(
+            graded_jobs, seed=seed, workers=workers, timeout=timeout, on_result=on_result, hidden=hidden_path,
             sandboxed=not unsandboxed,
-        )  # fmt: skip
-    results = list(results)
-    if len(results) != len(jobs):
-        raise RuntimeError(f"the grader gave {len(results)} results for {len(jobs)} jobs")
+        ))  # fmt: skip
+        if len(results) != len(graded_jobs):
+            raise RuntimeError(f"the grader gave {len(results)} results for {len(graded_jobs)} jobs")
+        verdicts = {(job.learner, job.task): result for job, result in zip(graded_jobs, results)}
+        regrade: list[Job] = []
+        for job, result in zip(graded_jobs, results):
+            for copy in copies[id(job)]:
+                key = (copy.learner, copy.task)
+                now = check_file(copy.source / f"{copy.task}.py", copy.learner, copy.task)
+                # the verdict is shared only for the bytes it was given on both sides
+                if result.file_sha256 == hashes[key] == now.sha256 and now.status is None:
+                    verdicts[key] = _copied(result, job, copy)
+                    room.copied.add(key)
+                    trace.event("verdict copied", of=f"{copy.task}", status=result.status)
+                else:
+                    regrade.append(copy)
+        if regrade:  # changed since they were read: each graded as it is now (progress already counted)
+            again = list(grade(regrade, seed=seed, workers=workers, timeout=timeout, hidden=hidden_path,
+                               sandboxed=not unsandboxed))  # fmt: skip
+            if len(again) != len(regrade):
+                raise RuntimeError(f"the grader gave {len(again)} results for {len(regrade)} jobs")
+            verdicts.update({(job.learner, job.task): result for job, result in zip(regrade, again)})
+    results = [verdicts[(job.learner, job.task)] for job in jobs]
 
     for job, result in zip(jobs, results):
         key = (job.learner, job.task)
@@ -797,6 +844,25 @@ def grade_room(
     write_atomic(summary_path, lambda f: f.write(room.summary_markdown()))
     room.written.append(summary_path)
     return room
+
+
+def _copied(result: TaskResult, graded: Job, copy: Job) -> TaskResult:
+    """``graded``'s verdict for ``copy``, a byte-identical file of the same task: the same result, with
+    the graded learner's folder replaced by the copy's wherever the report names it."""
+    import dataclasses
+
+    from .. import sources
+
+    mine, theirs = sources.display(copy.source), sources.display(graded.source)
+    # the folder as a whole path or a path's start: never inside a longer name ("room/ada" in "room/adam")
+    pattern = re.compile(r"(?<![\w./-])" + re.escape(theirs) + r"(?![\w.-])")
+
+    def moved(text: str) -> str:
+        return pattern.sub(lambda _: mine, text)
+
+    out = dataclasses.replace(result, details=[moved(line) for line in result.details])
+    out.summary, out.source, out.learner = moved(result.summary), mine, copy.learner
+    return out
 
 
 def csv_text(rows: list[dict]) -> str:
