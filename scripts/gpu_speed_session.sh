@@ -13,6 +13,8 @@
 #   good   every correct alternative of tests/good that names a GPU task: each must PASS
 #   wrong  every deliberately wrong submission of tests/wrong: none may PASS
 #   room   scripts/room_test.py: 40 learners x 22 tasks, --speed-points (ROOM_LIMIT_S, default 560)
+#   cache_save  the grader's cache (limits, bars, peaks) as $OUT/cache.tgz, to seed the next machine
+#   gpu_tests   the tests that run only on a GPU (COURSE_MODE=gpu), where pytest is there
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -98,6 +100,19 @@ step_room() {
     $py scripts/room_test.py --learners 40 --speed-points --limit-s "${ROOM_LIMIT_S:-560}" \
     --record "$OUT/room_40x22.json" > "$OUT/room.txt" 2>&1
   tail -30 "$OUT/room.txt"
+}
+
+step_cache_save() {
+  tar czf "$OUT/cache.tgz" -C "$COURSE_CACHE" . && tar tzf "$OUT/cache.tgz" | tr '\n' ' ' && echo
+}
+step_gpu_tests() {
+  if $py -c "import pytest" 2>/dev/null; then
+    COURSE_MODE=gpu timeout 300 $py -m pytest -q -p no:cacheprovider tests/test_ch04.py -k "gpu_numbers" \
+      > "$OUT/gpu_tests.txt" 2>&1
+  else
+    echo "no pytest on this machine" > "$OUT/gpu_tests.txt"
+  fi
+  tail -5 "$OUT/gpu_tests.txt"
 }
 
 ROOM_DIR="${TMPDIR:-/tmp}/course-room"

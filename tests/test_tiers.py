@@ -654,3 +654,28 @@ def test_the_trace_says_where_a_grade_spent_its_time(tmp_path, scratch_cache, mo
     monkeypatch.delenv("COURSE_TRACE")
     isolation.run_task(tasks.get("vector_add"), folder, 7, limits.GENEROUS, Worker(), check_source=False)
     assert len(path.read_text().splitlines()) == len(events)  # off when unset
+
+
+def test_the_trace_samples_the_cpus_while_a_pool_grades(tmp_path, monkeypatch):
+    """While the pool runs, a ``cpu`` event every few seconds says how busy the cores were (whether more
+    jobs at once would fit); nothing with the trace off, and the sampler stops with the block."""
+    from course_lib.grader import trace
+
+    path = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("COURSE_TRACE", str(path))
+    with trace.cpu_sampled(every_s=0.05):
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end:
+            pass  # keep one core busy
+    time.sleep(0.15)
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    samples = [e for e in events if e["event"] == "cpu"]
+    assert len(samples) >= 3
+    assert all(0.0 <= e["busy"] <= 1.0 and e["cores"] == os.cpu_count() and e["load1"] >= 0 for e in samples)
+    assert max(e["busy"] for e in samples) >= 0.9 / os.cpu_count(), "a busy core shows"
+    assert not any(t.name == "trace-cpu" for t in threading.enumerate()), "the sampler stopped with the block"
+    lines = len(events)
+    monkeypatch.delenv("COURSE_TRACE")
+    with trace.cpu_sampled(every_s=0.01):
+        time.sleep(0.1)
+    assert len(path.read_text().splitlines()) == lines

@@ -333,7 +333,7 @@ def grade_jobs(
     # does not start last and leave the other slots idle while it runs
     order = sorted(range(len(jobs)), key=lambda i: -_expected_s(jobs[i]))
     results: list = [None] * len(jobs)
-    with ThreadPoolExecutor(max_workers=2 * workers) as pool:
+    with trace.cpu_sampled(), ThreadPoolExecutor(max_workers=2 * workers) as pool:
         for i, result in zip(order, pool.map(one, [jobs[i] for i in order])):
             results[i] = result
     for i, (job, result) in enumerate(zip(jobs, results)):
