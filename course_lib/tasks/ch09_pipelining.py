@@ -280,9 +280,13 @@ register(
         speed=SpeedTiers(
             # eager is cuBLAS: a pipelined Hopper kernel reaches it; one that waits for every wgmma does not.
             # On the H200, one process alone (results/grader_h200/speed_2026-12-03_concurrency): solution
-            # 176.6 us, cuBLAS 176.4, waiting for every wgmma 197.5 (12% slower; 13% at 8192^3)
-            fast=Tier("eager", 0.95),
-            expert=Tier("solution", 0.95),
+            # 176.6 us, cuBLAS 176.4, waiting for every wgmma 197.5 (12% slower; 13% at 8192^3). Graded
+            # on 2026-12-04 (results/grader_h200/speed_2026-12-04_dedupe): the waiting kernel 219.1 us
+            # against cuBLAS 199.7 and the solution 200.4, which bars at 95% (plus each time's 3% noise)
+            # let through as expert; passing solutions in a room of 12 jobs timed 202.6-208.3. So both
+            # bars are parity, within the noise: 211.7 us there.
+            fast=Tier("eager", 1.0),
+            expert=Tier("solution", 1.0),
             case=Case((4096, 4096, 4096), torch.bfloat16, "timed"),
         ),
         chapter="09",
