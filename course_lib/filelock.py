@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,9 +24,14 @@ _THREAD_LOCKS: dict[str, threading.Lock] = {}
 _THREAD_LOCKS_LOCK = threading.Lock()
 
 
-def acquire(path: Path, exclusive: bool = True) -> int | None:
+class NotNow(Exception):
+    """``acquire`` with a ``within_s`` did not get the lock in that time."""
+
+
+def acquire(path: Path, exclusive: bool = True, within_s: float | None = None) -> int | None:
     """Take ``path``'s flock (created if missing) and return the descriptor that holds it; None where
-    there is no flock or the file cannot be opened (a read-only folder: go on unlocked)."""
+    there is no flock or the file cannot be opened (a read-only folder: go on unlocked). With
+    ``within_s``, give up after that many seconds (NotNow) instead of waiting for as long as it takes."""
     if fcntl is None:
         return None
     try:
@@ -33,8 +39,20 @@ def acquire(path: Path, exclusive: bool = True) -> int | None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return None
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if within_s is None:
+            fcntl.flock(fd, mode)
+        else:
+            end = time.monotonic() + within_s
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= end:
+                        raise NotNow(str(path)) from None
+                    time.sleep(0.002)
     except BaseException:
         os.close(fd)
         raise

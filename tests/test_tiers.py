@@ -305,11 +305,13 @@ def _hold(key: str, exclusive: bool, seconds: float, cache: str, started, log) -
         log.put(("out", exclusive, time.monotonic()))
 
 
-def test_timing_waits_for_running_steps_and_keeps_new_ones_out(scratch_cache):
+def _timer_beside(key: str, cache, first_hold_s: float, late_after_s: float, late_hold_s: float = 0.1):
+    """A step holding GPU ``key`` for ``first_hold_s``; a timer asks for it; ``late_after_s`` later a second
+    step asks. Returns the steps' (in, out) times, the timer's, and when the late step asked."""
     ctx = multiprocessing.get_context("spawn")
     log = ctx.Queue()
     started = ctx.Event()
-    step = ctx.Process(target=_hold, args=("t0", False, 1.0, str(scratch_cache), started, log))
+    step = ctx.Process(target=_hold, args=(key, False, first_hold_s, str(cache), started, log))
     step.start()
     assert started.wait(60)
     waiting = threading.Event()
@@ -317,29 +319,98 @@ def test_timing_waits_for_running_steps_and_keeps_new_ones_out(scratch_cache):
 
     def timer():
         waiting.set()
-        with tiers.gpu_use("t0", exclusive=True):
-            order.append(("timer in", time.monotonic()))
-            time.sleep(0.5)
-            order.append(("timer out", time.monotonic()))
+        with tiers.gpu_use(key, exclusive=True):
+            order.append(time.monotonic())
+            time.sleep(0.3)
+            order.append(time.monotonic())
 
     thread = threading.Thread(target=timer)
     thread.start()
     waiting.wait()
-    time.sleep(0.2)  # the timer waits at the gate now: a new step must wait behind it
+    time.sleep(late_after_s)
     started2 = ctx.Event()
-    late = ctx.Process(target=_hold, args=("t0", False, 0.1, str(scratch_cache), started2, log))
+    late = ctx.Process(target=_hold, args=(key, False, late_hold_s, str(cache), started2, log))
+    asked = time.monotonic()
     late.start()
-    thread.join(30)
+    thread.join(60)
     late.join(60)
     step.join(60)
     events = []
     while not log.empty():
         events.append(log.get())
-    first_out = next(t for kind, ex, t in events if kind == "out")
-    timer_in, timer_out = order[0][1], order[1][1]
-    late_in = [t for kind, ex, t in events if kind == "in"][-1]
-    assert timer_in >= first_out - 0.05, "the timer ran while a step held the GPU"
-    assert late_in >= timer_out - 0.05, "a step started while the timer held (or waited for) the GPU"
+    ins = [t for kind, _, t in events if kind == "in"]
+    outs = [t for kind, _, t in events if kind == "out"]
+    return sorted(zip(sorted(ins), sorted(outs))), tuple(order), asked
+
+
+def _overlaps(spans, timer) -> bool:
+    return any(a < timer[1] - 0.02 and timer[0] < b - 0.02 for a, b in spans)
+
+
+def test_timing_waits_for_running_steps_and_keeps_new_ones_out(scratch_cache):
+    """A step shorter than the timer's patience: the timer waits for it at the closed gate, and a step
+    that asks meanwhile goes after the timer."""
+    spans, timer, _ = _timer_beside("t0", scratch_cache, first_hold_s=0.3, late_after_s=0.05)
+    assert not _overlaps(spans, timer), "the timer ran while a step held the GPU"
+    assert spans[1][0] >= timer[1] - 0.05, "a step started while the timer held (or waited for) the GPU"
+
+
+def test_a_timer_does_not_keep_the_room_out_while_a_step_compiles(scratch_cache):
+    """A step that holds the GPU for long (a learner's first run compiling): the timer lets the gate go
+    after PATIENCE_S, so a step that asks meanwhile is not kept out for the whole of it (it was, and
+    12 jobs on the H200 waited 1343 s for 58 s of timing); the timer still runs alone, after them."""
+    spans, timer, asked = _timer_beside("t2", scratch_cache, first_hold_s=3.0, late_after_s=0.1)
+    late_in = spans[1][0]
+    assert late_in - asked < tiers.PATIENCE_S + max(tiers.BACKOFF_S) + 1.5, "the late step waited for the timer"
+    assert late_in < spans[0][1], "the late step ran beside the long one, before the timer"
+    assert not _overlaps(spans, timer), "the timer ran while a step held the GPU"
+
+
+def test_a_timer_is_never_starved(scratch_cache, monkeypatch):
+    """Steps that always overlap, one always with more than PATIENCE_S to go: after POLITE_S the timer
+    keeps the gate closed, the running steps finish, and it gets the GPU alone."""
+    monkeypatch.setattr(tiers, "POLITE_S", 1.0)
+    ctx = multiprocessing.get_context("spawn")
+    log = ctx.Queue()
+    stop = ctx.Event()
+    ready = ctx.Event()
+    chain = ctx.Process(target=_overlapping_steps, args=("t3", str(scratch_cache), stop, ready, log))
+    chain.start()
+    assert ready.wait(60)
+    began = time.monotonic()
+    with tiers.gpu_use("t3", exclusive=True):
+        timer_in = time.monotonic()
+        time.sleep(0.2)
+        timer_out = time.monotonic()
+    stop.set()
+    chain.join(60)
+    events = []
+    while not log.empty():
+        events.append(log.get())
+    assert timer_in - began < 1.0 + 2 * 1.2 + 3.0, "the timer waited far past POLITE_S"
+    assert not _overlaps(events, (timer_in, timer_out)), "a step held the GPU beside the timer"
+
+
+def _overlapping_steps(key: str, cache: str, stop, ready, log) -> None:
+    """Two threads taking turns so that a shared hold of ``key`` is always running, and always one with
+    more than PATIENCE_S to go (each 1.2 s, started 0.6 s apart), until ``stop``; each hold's (in, out)
+    to ``log``."""
+    os.environ["COURSE_CACHE"] = cache
+
+    def steps(offset: float) -> None:
+        time.sleep(offset)
+        while not stop.is_set():
+            with tiers.gpu_use(key, exclusive=False):
+                ready.set()
+                t0 = time.monotonic()
+                time.sleep(1.2)
+                log.put((t0, time.monotonic()))
+
+    threads = [threading.Thread(target=steps, args=(offset,)) for offset in (0.0, 0.6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def test_steps_share_the_gpu(scratch_cache):

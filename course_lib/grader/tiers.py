@@ -37,6 +37,7 @@ import json
 import math
 import os
 import platform
+import random
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -262,22 +263,45 @@ def gpu_key(env: dict | None = None) -> str:
     return "0"
 
 
+# A timer closes the gate for at most PATIENCE_S at a time while it waits for the running steps, then
+# opens it again for a moment (BACKOFF_S) and tries again; after POLITE_S of that it keeps the gate
+# closed until the GPU is its own. A step holds the GPU shared for as long as its case runs, and a
+# learner's first run of a case compiles their kernels there: 5-10 s. A timer that closed the gate and
+# waited for such a step kept every other job out meanwhile: in a room of 12 jobs on the H200 the steps
+# waited 1343 s in all behind 64 timings that held the GPU 58 s (results/grader_h200/speed_2026-12-04_dedupe).
+PATIENCE_S = 0.5
+BACKOFF_S = (0.2, 0.8)
+POLITE_S = 20.0
+
+
 @contextlib.contextmanager
 def gpu_use(key: str, exclusive: bool):
     """Hold GPU ``key`` shared (a grading step) or exclusively (a timing window), across processes.
 
     Two files: a gate and the lock itself. A step passes the gate (briefly, exclusively) and then
-    takes the lock shared; a timer takes the gate and holds it while it waits for the lock, so no new
-    step starts while it waits, and the steps already running finish first."""
+    takes the lock shared. A timer takes the gate and holds it while it waits for the lock, so no new
+    step starts while it waits and the steps already running finish first; where they do not finish
+    within PATIENCE_S (a step compiling), it lets the gate go for a moment and tries again, and after
+    POLITE_S it waits at the closed gate for as long as it takes (a timer is never starved). Either
+    way nothing else holds the GPU while a timer does."""
     folder = _locks_dir()
     gate_path, lock_path = folder / f"gpu-{key}.gate", folder / f"gpu-{key}.lock"
     asked = time.perf_counter()
-    gate = filelock.acquire(gate_path, exclusive=True)
-    try:
-        lock = filelock.acquire(lock_path, exclusive=exclusive)
-    except BaseException:
-        filelock.release(gate)
-        raise
+    tries = 0
+    while True:
+        tries += 1
+        gate = filelock.acquire(gate_path, exclusive=True)
+        patient = exclusive and time.perf_counter() - asked < POLITE_S
+        try:
+            lock = filelock.acquire(lock_path, exclusive=exclusive, within_s=PATIENCE_S if patient else None)
+        except filelock.NotNow:
+            filelock.release(gate)  # steps queued at the gate go in; the timer comes back
+            time.sleep(random.uniform(*BACKOFF_S))
+            continue
+        except BaseException:
+            filelock.release(gate)
+            raise
+        break
     if not exclusive:
         filelock.release(gate)
         gate = None
@@ -289,8 +313,9 @@ def gpu_use(key: str, exclusive: bool):
         filelock.release(gate)
         if trace.on():
             now = time.perf_counter()
+            more = {"tries": tries} if exclusive else {}
             trace.event("gpu " + ("alone" if exclusive else "shared"), gpu=key,
-                        waited_s=round(got - asked, 4), held_s=round(now - got, 4))  # fmt: skip
+                        waited_s=round(got - asked, 4), held_s=round(now - got, 4), **more)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------
