@@ -451,7 +451,7 @@ def test_identical_files_of_a_task_are_graded_once_and_each_copy_gets_its_verdic
         assert {k: bob[k] for k in same} == {k: ada[k] for k in same}
         # the copy's report names its own file, never the learner graded for it
         assert bob["message"] == ada["message"].replace("room/ada/", "room/bob/")
-        assert "ada" not in bob["message"] and "room/bob/" in bob["message"]
+        assert "room/ada/" not in bob["message"] and "room/bob/" in bob["message"]
         details = result.results["bob", task].details
         assert details[0].endswith(f"room/bob/{task}.py")
         assert details[1].endswith("room/ada2/notes.txt is another folder"), "another folder's name is left alone"
@@ -493,6 +493,24 @@ def test_a_copy_changed_while_its_twin_was_graded_is_graded_itself(tmp_path):
     rows = {(r["student_id"], r["assignment"]): r for r in result.rows}
     assert rows["bob", "vector_add"]["status"] == "fail" and rows["bob", "vector_copy"]["status"] == "pass"
     assert result.copied == {("bob", "vector_copy")}
+
+
+def test_a_timeout_or_a_crash_is_never_copied(tmp_path):
+    """A timeout or a crash may be the machine's load or a worker's death, not the file: each copy of
+    such a file is graded itself; a fail is the file's and is copied."""
+    room = make_room(tmp_path / "room", {"ada": dict(SOLUTION), "bob": dict(SOLUTION), "cy": dict(SOLUTION)})
+    verdicts = {
+        ("ada", "vector_copy"): ("timeout", "case 'large' took over 12 s", []),
+        ("ada", "vector_add"): ("fail", "case 'tail' 3 of 1000 elements are wrong", []),
+    }
+    fake = FakeGrader(verdicts)
+    result = grade(room, tmp_path / "grades.csv", fake, copies_once=True)
+    assert sorted(fake.graded) == [("ada", "vector_add"), ("ada", "vector_copy"), ("bob", "vector_copy"),
+                                   ("cy", "vector_copy")]  # fmt: skip
+    rows = {(r["student_id"], r["assignment"]): r["status"] for r in result.rows}
+    assert rows["bob", "vector_copy"] == rows["cy", "vector_copy"] == "pass"  # graded: no timeout this time
+    assert rows["bob", "vector_add"] == rows["cy", "vector_add"] == "fail"  # copied
+    assert result.copied == {("bob", "vector_add"), ("cy", "vector_add")}
 
 
 def test_a_verdict_of_other_bytes_is_never_copied(tmp_path):

@@ -296,13 +296,19 @@ def test_an_honest_kernel_is_timed_and_its_timed_output_judged(tmp_path, scratch
 # the GPU's lock: shared for steps, exclusive for timing, across processes
 
 
-def _hold(key: str, exclusive: bool, seconds: float, cache: str, started, log) -> None:
+def _hold(key: str, exclusive: bool, seconds: float, cache: str, started, log, go=None, ready=None) -> None:
+    """Hold GPU ``key`` for ``seconds`` (after ``go`` is set, when given; ``ready`` is set once this process
+    has started and imported what it needs, so that asking is not delayed by a slow start)."""
     os.environ["COURSE_CACHE"] = cache
+    if ready is not None:
+        ready.set()
+    if go is not None:
+        go.wait(120)
     with tiers.gpu_use(key, exclusive):
         started.set()
-        log.put(("in", exclusive, time.monotonic()))
+        log.put(("in", exclusive, time.monotonic(), os.getpid()))
         time.sleep(seconds)
-        log.put(("out", exclusive, time.monotonic()))
+        log.put(("out", exclusive, time.monotonic(), os.getpid()))
 
 
 def _timer_beside(key: str, cache, first_hold_s: float, late_after_s: float, late_hold_s: float = 0.1):
@@ -310,6 +316,11 @@ def _timer_beside(key: str, cache, first_hold_s: float, late_after_s: float, lat
     step asks. Returns the steps' (in, out) times, the timer's, and when the late step asked."""
     ctx = multiprocessing.get_context("spawn")
     log = ctx.Queue()
+    # the late step's process is started first (a spawned Python is slow to start) and waits for its cue
+    started2, go, ready = ctx.Event(), ctx.Event(), ctx.Event()
+    late = ctx.Process(target=_hold, args=(key, False, late_hold_s, str(cache), started2, log, go, ready))
+    late.start()
+    assert ready.wait(60)
     started = ctx.Event()
     step = ctx.Process(target=_hold, args=(key, False, first_hold_s, str(cache), started, log))
     step.start()
@@ -328,19 +339,20 @@ def _timer_beside(key: str, cache, first_hold_s: float, late_after_s: float, lat
     thread.start()
     waiting.wait()
     time.sleep(late_after_s)
-    started2 = ctx.Event()
-    late = ctx.Process(target=_hold, args=(key, False, late_hold_s, str(cache), started2, log))
     asked = time.monotonic()
-    late.start()
+    go.set()
     thread.join(60)
     late.join(60)
     step.join(60)
     events = []
     while not log.empty():
         events.append(log.get())
-    ins = [t for kind, _, t in events if kind == "in"]
-    outs = [t for kind, _, t in events if kind == "out"]
-    return sorted(zip(sorted(ins), sorted(outs))), tuple(order), asked
+    holds = {}
+    for kind, _, t, pid in events:
+        holds.setdefault(pid, {})[kind] = t
+    spans = sorted((h["in"], h["out"]) for h in holds.values())
+    assert len(spans) == 2
+    return spans, tuple(order), asked
 
 
 def _overlaps(spans, timer) -> bool:

@@ -661,7 +661,8 @@ def grade_room(
     Byte-identical files of one task are graded once and each copy gets that verdict (``copies_once``;
     False grades every file): the verdict is a function of the file's bytes, the seed and the hidden
     cases, which the whole room shares (the worker is given a copy of the bytes, never the learner's
-    folder), and untouched stubs are common. A copy whose file changed meanwhile is graded itself.
+    folder), and untouched stubs are common. A copy whose file changed meanwhile is graded itself, and
+    so is a copy of a file that timed out or crashed (the machine's load may have decided those).
 
     ``grade`` stands in for ``grade_jobs`` (tests). ``progress``: a tqdm bar on stderr (None: when
     stderr is a terminal). ``log`` gets the notes said on the way (resume, speed points). Raises
@@ -791,8 +792,10 @@ def grade_room(
             for copy in copies[id(job)]:
                 key = (copy.learner, copy.task)
                 now = check_file(copy.source / f"{copy.task}.py", copy.learner, copy.task)
-                # the verdict is shared only for the bytes it was given on both sides
-                if result.file_sha256 == hashes[key] == now.sha256 and now.status is None:
+                # the verdict is shared only for the bytes it was given on both sides, and never a timeout
+                # or a crash: those may come from the machine's load or a worker's death, not the file
+                shareable = result.status not in (TIMEOUT, CRASH)
+                if shareable and result.file_sha256 == hashes[key] == now.sha256 and now.status is None:
                     verdicts[key] = _copied(result, job, copy)
                     room.copied.add(key)
                     trace.event("verdict copied", of=f"{copy.task}", status=result.status)
