@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import datetime
 import hashlib
 import io
@@ -56,7 +57,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .. import runtime
+from .. import runtime, sources
 from .. import tasks as course_tasks
 from . import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, Job, TaskResult, grade_jobs, sandbox, trace
 
@@ -759,15 +760,15 @@ def grade_room(
 
     # one job per distinct file of a task; the copies wait for its verdict
     first: dict[tuple[str, str], Job] = {}  # (task, sha256) -> the job graded
-    copies: dict[int, list[Job]] = {}  # id of a graded job -> its copies
+    copies: dict[Job, list[Job]] = {}  # a graded job -> its copies
     graded_jobs: list[Job] = []
     for job in jobs:
         same = (job.task, hashes[(job.learner, job.task)])
         if copies_once and same in first:
-            copies[id(first[same])].append(job)
+            copies[first[same]].append(job)
         else:
             first[same] = job
-            copies[id(job)] = []
+            copies[job] = []
             graded_jobs.append(job)
 
     show = progress if progress is not None else sys.stderr.isatty()
@@ -778,7 +779,7 @@ def grade_room(
 
         def on_result(job: Job, result: TaskResult) -> None:
             with lock:
-                bar.update(1 + len(copies.get(id(job), ())))
+                bar.update(1 + len(copies.get(job, ())))
 
         results = list(grade(
             graded_jobs, seed=seed, workers=workers, timeout=timeout, on_result=on_result, hidden=hidden_path,
@@ -789,7 +790,7 @@ def grade_room(
         verdicts = {(job.learner, job.task): result for job, result in zip(graded_jobs, results)}
         regrade: list[Job] = []
         for job, result in zip(graded_jobs, results):
-            for copy in copies[id(job)]:
+            for copy in copies[job]:
                 key = (copy.learner, copy.task)
                 now = check_file(copy.source / f"{copy.task}.py", copy.learner, copy.task)
                 # the verdict is shared only for the bytes it was given on both sides, and never a timeout
@@ -798,10 +799,10 @@ def grade_room(
                 if shareable and result.file_sha256 == hashes[key] == now.sha256 and now.status is None:
                     verdicts[key] = _copied(result, job, copy)
                     room.copied.add(key)
-                    trace.event("verdict copied", of=f"{copy.task}", status=result.status)
+                    trace.event("verdict copied", of=copy.task, status=result.status)
                 else:
                     regrade.append(copy)
-        if regrade:  # changed since they were read: each graded as it is now (progress already counted)
+        if regrade:  # changed since read, or a timeout or crash: each graded itself (progress already counted)
             again = list(grade(regrade, seed=seed, workers=workers, timeout=timeout, hidden=hidden_path,
                                sandboxed=not unsandboxed))  # fmt: skip
             if len(again) != len(regrade):
@@ -852,10 +853,6 @@ def grade_room(
 def _copied(result: TaskResult, graded: Job, copy: Job) -> TaskResult:
     """``graded``'s verdict for ``copy``, a byte-identical file of the same task: the same result, with
     the graded learner's folder replaced by the copy's wherever the report names it."""
-    import dataclasses
-
-    from .. import sources
-
     mine, theirs = sources.display(copy.source), sources.display(graded.source)
     # the folder as a whole path or a path's start: never inside a longer name ("room/ada" in "room/adam")
     pattern = re.compile(r"(?<![\w./-])" + re.escape(theirs) + r"(?![\w.-])")
