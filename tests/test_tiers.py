@@ -770,3 +770,29 @@ def test_the_trace_samples_the_cpus_while_a_pool_grades(tmp_path, monkeypatch):
     with trace.cpu_sampled(every_s=0.01):
         time.sleep(0.1)
     assert len(path.read_text().splitlines()) == lines
+
+
+def test_the_trace_summary_adds_up_what_the_trace_says(tmp_path):
+    """scripts/trace_summary.py, which the results' READMEs quote: sums and CPU figures of a small trace."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("trace_summary", HERE.parent / "scripts" / "trace_summary.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lines = [
+        {"t": 0.0, "event": "gpu shared", "waited_s": 1.5, "held_s": 2.0},
+        {"t": 1.0, "event": "gpu shared", "waited_s": 0.5, "held_s": 1.0},
+        {"t": 2.0, "event": "gpu alone", "waited_s": 3.0, "held_s": 0.25},
+        {"t": 3.0, "event": "case", "ran_s": 4.0},
+        {"t": 4.0, "event": "cpu", "busy": 0.25},
+        {"t": 5.0, "event": "cpu", "busy": 0.75},
+        {"t": 6.0, "event": "task result"},
+        {"t": 9.0, "event": "task graded ended", "seconds": 7.5},
+    ]
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    got = module.summary(module.read(path))
+    assert got["span_s"] == 9.0 and got["tasks_graded"] == 1 and got["job_s"] == 7.5 and got["learner_runs_s"] == 4.0
+    assert got["gpu_shared"] == {"holds": 2, "waited_s": 2.0, "held_s": 3.0}
+    assert got["gpu_alone"] == {"holds": 1, "waited_s": 3.0, "held_s": 0.2}
+    assert got["cpu_busy"] == {"samples": 2, "mean": 0.5, "min": 0.25, "max": 0.75}
