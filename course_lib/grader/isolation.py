@@ -54,6 +54,9 @@ SANDBOX_MEMORY_BYTES = {"cpu": CPU_MEMORY_BYTES, "gpu": 4 * CPU_MEMORY_BYTES}
 SANDBOX_TASKS = 1024
 MAX_REPLY_BYTES = 16 << 20  # one JSON reply; a returned tensor's bytes come apart (claims.MAX_RETURNED_BYTES)
 MAX_FILE_BYTES = 1 << 20  # a task file: no exercise is anywhere near 1 MiB
+# what a GPU worker may send in the middle of a step (``_Session.ask``): it lets the GPU go while Triton
+# compiles a kernel, and takes it back before the kernel launches (worker._GpuHold)
+GPU_REQUESTS = ("gpu_off", "gpu_on")
 SLOW_FRACTION = 0.5  # of a step's limit: a worker still silent then looks hung (``Worker.on_slow``)
 
 
@@ -353,21 +356,39 @@ class _Session:
         fd: int | None = None,
         most_data: int | None = None,
         on_slow=None,
+        hold: tiers.SharedHold | None = None,
     ) -> tuple[dict, bytes | None]:
         """Send ``message`` (and the descriptor ``fd``) and wait up to ``limit`` seconds for a reply of
         ``kind``; a returned tensor's bytes (at most ``most_data``) follow within the same time.
-        ``on_slow()`` is called once if nothing has come after ``SLOW_FRACTION`` of the limit."""
+        ``on_slow()`` is called once if nothing has come after ``SLOW_FRACTION`` of the limit.
+
+        Meanwhile the worker may say that it compiles ("gpu_off": the step's ``hold`` on the GPU is let
+        go) and that it is about to launch again ("gpu_on": the hold is taken back, then granted). The
+        time waited for the GPU does not count against ``limit``. Without a ``hold`` (a timing window,
+        inside the exclusive hold; CPU mode) the worker is granted the GPU at once."""
         if message is not None:
             self.send(message)
         if fd is not None:
             self.send_fd(fd)
         deadline = time.monotonic() + limit
-        if on_slow is not None and not select.select([self.receive.fileno()], [], [], SLOW_FRACTION * limit)[0]:
-            on_slow()
-        try:
-            reply = json.loads(self._bytes(max(deadline - time.monotonic(), 0.0), MAX_REPLY_BYTES).decode())
-        except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise _Garbled() from e
+        slow_at = time.monotonic() + SLOW_FRACTION * limit if on_slow is not None else None
+        extended = 0.0
+        while True:
+            if slow_at is not None:
+                if not select.select([self.receive.fileno()], [], [], max(slow_at - time.monotonic(), 0.0))[0]:
+                    on_slow()
+                    slow_at = None
+            try:
+                reply = json.loads(self._bytes(max(deadline - time.monotonic(), 0.0), MAX_REPLY_BYTES).decode())
+            except (ValueError, UnicodeDecodeError, RecursionError) as e:
+                raise _Garbled() from e
+            if not isinstance(reply, dict) or reply.get("kind") not in GPU_REQUESTS:
+                break
+            waited = self._gpu_request(reply["kind"], hold)
+            # at most the step's own limit again: a worker that lets the GPU go and asks for it again
+            # behind every timing window of a room does not run for ever
+            deadline += min(waited, max(limit - extended, 0.0))
+            extended += waited
         accepted = (kind, "load_failed") if kind == "loaded" else (kind,)
         if not isinstance(reply, dict) or reply.get("kind") not in accepted:
             raise _Garbled()
@@ -377,6 +398,21 @@ class _Session:
             most = claims.MAX_RETURNED_BYTES if most_data is None else most_data
             data = self._bytes(max(deadline - time.monotonic(), 1.0), most)
         return reply, data
+
+    def _gpu_request(self, kind: str, hold: tiers.SharedHold | None) -> float:
+        """Do what the worker asked of the step's GPU hold; returns the seconds waited for the GPU."""
+        if kind == "gpu_off":
+            if hold is not None and hold.held:
+                hold.off()
+                if trace.on():
+                    trace.event("gpu let go")
+            return 0.0
+        was_held = hold is None or hold.held
+        waited = hold.on() if hold is not None else 0.0
+        if trace.on() and not was_held:
+            trace.event("gpu taken back", waited_s=round(waited, 4))
+        self.send({"kind": "gpu_granted"})
+        return waited
 
     def close(self) -> str:
         """End the worker (politely, then by force) and return what it printed."""
@@ -588,15 +624,16 @@ def _graded(
         # lower CPU priority instead (Worker.nice), so the timed worker gets a core when it needs one
         share = gpu
 
-        def ask(message, limit, kind, fd=None, most_data=None, lock=True):
+        def ask(message, limit, kind, fd=None, most_data=None, lock=True, hold=None):
             # a timing window (lock=False, inside the exclusive hold) runs with no other grader's
-            # kernels, references or interpreter beside it
-            held = tiers.gpu_use(key, exclusive=False) if share and lock else contextlib.nullcontext()
+            # kernels, references or interpreter beside it. A step that holds the GPU shared lets it go
+            # while the worker compiles (tiers.SharedHold); ``hold``: the hold of the case it is part of
+            held = tiers.SharedHold(key) if share and lock else contextlib.nullcontext(hold)
             began = time.perf_counter()
             wait = min(limit, max(budget - time.monotonic(), 0.5))
             try:
-                with held:
-                    answer = session.ask(message, wait, kind, fd, most_data, _slow_once(worker))
+                with held as step_hold:
+                    answer = session.ask(message, wait, kind, fd, most_data, _slow_once(worker), step_hold)
                 if clock is not None:
                     clock.add(kind, time.perf_counter() - began)
                 return answer
@@ -633,9 +670,6 @@ def _graded(
         failures = []
         reference_on = "cuda" if gpu and _cuda_here() else None  # the float64 references on this GPU
 
-        def unlocked(message, limit, kind, fd=None, most_data=None, lock=True):
-            return ask(message, limit, kind, fd, most_data, lock=False)
-
         for i, case in enumerate(cases):
             phase = f"case '{case.label}' ({case.describe()})"
             # the whole case holds the GPU shared, the grader's own work on it too (its inputs made, its
@@ -645,9 +679,18 @@ def _graded(
             # 50.3 ms a call for kernels of 0.2 ms: the timing thread, which times each window by this
             # process's clock, was held off its replies (likely by the GIL, which the judging's Python and
             # numpy parts and the freeing of large mapped tensors hold; not isolated). The price is that a
-            # window waits for the judging of large timed cases (15-71 s on the CPU): see that README
-            with tiers.gpu_use(key, exclusive=False) if share else contextlib.nullcontext():
-                outcome = _one_case(spec, case, seed + i, unlocked, checked, limits.for_case(i), device=reference_on)
+            # window waits for the judging of large timed cases (15-71 s on the CPU): see that README.
+            # The learner's run lets the hold go while Triton compiles (tiers.SharedHold), and the judging
+            # takes it back
+            with tiers.SharedHold(key) if share else contextlib.nullcontext() as case_hold:
+
+                def in_case(message, limit, kind, fd=None, most_data=None, lock=True, hold=case_hold):
+                    answer = ask(message, limit, kind, fd, most_data, lock=False, hold=hold)
+                    if hold is not None:
+                        hold.on()
+                    return answer
+
+                outcome = _one_case(spec, case, seed + i, in_case, checked, limits.for_case(i), device=reference_on)
             if outcome.ok:
                 result.cases_passed += 1
                 continue

@@ -318,6 +318,42 @@ def gpu_use(key: str, exclusive: bool):
                         waited_s=round(got - asked, 4), held_s=round(now - got, 4), **more)  # fmt: skip
 
 
+class SharedHold:
+    """A grading step's shared hold of GPU ``key`` (``gpu_use``), which the step's worker lets go while
+    Triton compiles one of the learner's kernels (seconds of CPU work, no GPU work) and takes back before
+    the kernel launches (``isolation._Session.ask``, ``worker._GpuHold``). A timer then waits for the
+    steps' launches, not for their compiles. ``on`` returns the seconds it waited for the GPU."""
+
+    def __init__(self, key: str):
+        self.key = key
+        self._held = None
+
+    @property
+    def held(self) -> bool:
+        return self._held is not None
+
+    def on(self) -> float:
+        if self._held is not None:
+            return 0.0
+        began = time.perf_counter()
+        held = gpu_use(self.key, exclusive=False)
+        held.__enter__()
+        self._held = held
+        return time.perf_counter() - began
+
+    def off(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.__exit__(None, None, None)
+
+    def __enter__(self) -> SharedHold:
+        self.on()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.off()
+
+
 # --------------------------------------------------------------------------------------------------
 # the bars, measured once per machine
 

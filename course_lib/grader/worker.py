@@ -164,6 +164,55 @@ def plain(value, depth: int = 0):
     return {"not_plain": type(value).__name__}
 
 
+class _GpuHold:
+    """The worker's side of the step's shared hold on the GPU (``tiers.SharedHold``): each step begins
+    with the GPU held for it. Triton's compile hook lets it go (once the kernels launched so far have
+    finished) and its post-compile hook takes it back before the kernel launches, so another job's
+    timing window waits for this job's launches, not for its compiles (seconds each, CPU only).
+
+    Only the thread that runs the step asks: the socket is that thread's. Everything here is a courtesy
+    to the other jobs of a room, like the lock itself: it decides no verdict."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.held = True
+        self.owner = threading.get_ident()
+
+    def install(self) -> bool:
+        try:
+            import triton
+
+            runtime_knobs = triton.knobs.runtime
+            if not (hasattr(runtime_knobs, "jit_cache_hook") and hasattr(runtime_knobs, "jit_post_compile_hook")):
+                return False
+            runtime_knobs.jit_cache_hook = self.off
+            runtime_knobs.jit_post_compile_hook = self.on
+        except Exception:  # a Triton without these hooks: every step keeps the GPU while it compiles
+            return False
+        return True
+
+    def begin_step(self) -> None:
+        self.held = True  # the grader holds the GPU for each step it sends
+
+    def off(self, *args, **kwargs) -> bool:
+        if threading.get_ident() == self.owner and self.held:
+            import torch
+
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()  # nothing of this job runs on the GPU once it is let go
+            _send(self.conn, {"kind": "gpu_off"})
+            self.held = False
+        return False  # Triton's jit_cache_hook: False means "compile it"
+
+    def on(self, *args, **kwargs) -> None:
+        if threading.get_ident() == self.owner and not self.held:
+            _send(self.conn, {"kind": "gpu_on"})
+            reply = _receive(self.conn)
+            if reply.get("kind") != "gpu_granted":
+                raise RuntimeError(f"the grader answered {reply.get('kind')!r} to a request for the GPU")
+            self.held = True
+
+
 class _Worker:
     def __init__(self, conn, setup: dict):
         self.conn = conn
@@ -171,6 +220,9 @@ class _Worker:
         self.path = Path(setup["file"])
         self.module = self.entry = None
         self.gpu = setup["mode"] == "gpu"
+        self.hold = _GpuHold(conn)
+        if self.gpu:
+            self.hold.install()
 
     def load(self) -> None:
         from .. import sources
@@ -195,6 +247,7 @@ class _Worker:
             kind = message.get("kind")
             if kind == "exit":
                 return
+            self.hold.begin_step()
             handlers[kind](message)
 
     # one case of a kernel task -------------------------------------------------------------------
@@ -248,6 +301,7 @@ class _Worker:
         except BaseException as e:  # learner code: anything can happen, SystemExit included
             reply["error"] = _explain(e, self.path)
             reply["launches"], reply["launch_count"] = _launch_summary(watch.launches if "watch" in locals() else [])
+        self.hold.on()  # a compile that failed let the GPU go: the copies back are GPU work
         data = None
         if reply["error"] is None:
             if not outputs:  # the launcher returns its output

@@ -1,0 +1,243 @@
+"""A grading step's shared hold on the GPU is let go while the worker compiles (tiers.SharedHold,
+isolation._Session.ask, worker._GpuHold): a timer of another job then waits for launches, not for
+compiles. The protocol is tested here with a worker played by a thread over a socket pair; the real
+Triton hooks only fire on a GPU (the GPU-only test at the end)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import pytest
+
+from course_lib import filelock, runtime
+from course_lib.grader import isolation, tiers, worker
+
+KEY = "hold-test"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+class _Alive:
+    pid = os.getpid()
+
+    def is_alive(self) -> bool:
+        return True
+
+
+def _session_and_worker_end():
+    """A _Session whose worker is the other end of a socket pair (played by the test)."""
+    mine, theirs = socket.socketpair()
+    session = isolation._Session.__new__(isolation._Session)
+    session.receive = Connection(mine.detach())
+    session.proc = _Alive()
+    return session, Connection(theirs.detach())
+
+
+def _send(conn, message: dict) -> None:
+    conn.send_bytes(json.dumps(message).encode())
+
+
+def _receive(conn) -> dict:
+    return json.loads(conn.recv_bytes().decode())
+
+
+def _lock_free_within(seconds: float) -> bool:
+    """Whether a timer could hold the GPU alone within ``seconds`` (no step holds it shared)."""
+    try:
+        fd = filelock.acquire(tiers._locks_dir() / f"gpu-{KEY}.lock", exclusive=True, within_s=seconds)
+    except filelock.NotNow:
+        return False
+    filelock.release(fd)
+    return True
+
+
+def test_the_step_lets_the_gpu_go_while_the_worker_compiles_and_takes_it_back(cache):
+    session, worker_end = _session_and_worker_end()
+    seen = {}
+
+    def worker_side():
+        _receive(worker_end)  # the step
+        seen["held at first"] = not _lock_free_within(0.2)
+        _send(worker_end, {"kind": "gpu_off"})  # Triton is about to compile
+        time.sleep(0.2)
+        seen["free while compiling"] = _lock_free_within(2.0)
+        _send(worker_end, {"kind": "gpu_on"})  # compiled: about to launch
+        seen["granted"] = _receive(worker_end)["kind"]
+        seen["held again"] = not _lock_free_within(0.2)
+        _send(worker_end, {"kind": "case_done", "x": 1})
+
+    thread = threading.Thread(target=worker_side)
+    thread.start()
+    with tiers.SharedHold(KEY) as hold:
+        reply, _ = session.ask({"kind": "case"}, 10.0, "case_done", hold=hold)
+        assert hold.held
+    thread.join(10)
+    assert reply == {"kind": "case_done", "x": 1}
+    assert seen == {"held at first": True, "free while compiling": True, "granted": "gpu_granted", "held again": True}
+    assert _lock_free_within(0.5)  # and let go at the end
+
+
+def test_time_waited_for_the_gpu_does_not_count_against_the_step(cache):
+    session, worker_end = _session_and_worker_end()
+
+    class SlowHold(tiers.SharedHold):
+        def on(self) -> float:  # the GPU is some other job's timer's for 1 s
+            if self.held:
+                return 0.0
+            time.sleep(1.0)
+            return super().on() + 1.0
+
+    def worker_side():
+        _receive(worker_end)
+        _send(worker_end, {"kind": "gpu_off"})
+        _send(worker_end, {"kind": "gpu_on"})
+        _receive(worker_end)
+        _send(worker_end, {"kind": "case_done"})
+
+    thread = threading.Thread(target=worker_side)
+    thread.start()
+    with SlowHold(KEY) as hold:
+        reply, _ = session.ask({"kind": "case"}, 0.6, "case_done", hold=hold)
+    thread.join(10)
+    assert reply["kind"] == "case_done"
+
+
+@pytest.mark.parametrize("with_hold", [True, False])
+def test_a_worker_that_asks_for_the_gpu_for_ever_still_runs_out_of_time(cache, with_hold):
+    """The waits extend the step by at most its own limit; without a hold nothing extends it."""
+    session, worker_end = _session_and_worker_end()
+    stop = threading.Event()
+
+    class SlowHold(tiers.SharedHold):
+        def on(self) -> float:
+            if self.held:
+                return 0.0
+            time.sleep(0.3)
+            return super().on() + 0.3
+
+    def worker_side():
+        try:
+            _receive(worker_end)
+            while not stop.is_set():
+                _send(worker_end, {"kind": "gpu_off"})
+                _send(worker_end, {"kind": "gpu_on"})
+                if _receive(worker_end)["kind"] != "gpu_granted":
+                    return
+        except (OSError, EOFError):  # the grader's end closed
+            return
+
+    thread = threading.Thread(target=worker_side, daemon=True)
+    thread.start()
+    began = time.monotonic()
+    with SlowHold(KEY) as hold:
+        with pytest.raises(isolation._Late):
+            session.ask({"kind": "case"}, 0.5, "case_done", hold=hold if with_hold else None)
+    took = time.monotonic() - began
+    stop.set()
+    session.receive.close()
+    thread.join(5)
+    assert took < (0.5 + 0.5 + 0.3 + 0.5 if with_hold else 0.5 + 0.5), took
+
+
+def test_without_a_hold_the_worker_is_granted_at_once(cache):
+    """A timing window (inside the exclusive hold) or a CPU step: the request is answered, nothing locked."""
+    session, worker_end = _session_and_worker_end()
+
+    def worker_side():
+        _receive(worker_end)
+        _send(worker_end, {"kind": "gpu_off"})
+        _send(worker_end, {"kind": "gpu_on"})
+        assert _receive(worker_end)["kind"] == "gpu_granted"
+        _send(worker_end, {"kind": "speed_went"})
+
+    thread = threading.Thread(target=worker_side)
+    thread.start()
+    reply, _ = session.ask({"kind": "speed_go"}, 5.0, "speed_went")
+    thread.join(10)
+    assert reply["kind"] == "speed_went"
+
+
+def test_a_request_is_no_reply(cache):
+    """A step that expects a reply never takes a request for one (the old protocol would have called
+    "gpu_off" a garbled reply; now it is not the step's answer either way)."""
+    session, worker_end = _session_and_worker_end()
+    _send(worker_end, {"kind": "gpu_off"})
+    _send(worker_end, {"kind": "something else"})
+    with pytest.raises(isolation._Garbled):
+        session.ask(None, 2.0, "case_done")
+
+
+# the worker's side ------------------------------------------------------------------------------
+
+
+def test_the_worker_asks_once_from_its_own_thread_and_waits_for_the_grant():
+    here, there = socket.socketpair()
+    grader, conn = Connection(here.detach()), Connection(there.detach())
+    hold = worker._GpuHold(conn)
+    assert hold.held
+    assert hold.off() is False  # Triton's jit_cache_hook: False means "compile it"
+    hold.off()  # once only
+    assert _receive(grader) == {"kind": "gpu_off"}
+    assert not grader.poll(0.1)
+    _send(grader, {"kind": "gpu_granted"})
+    hold.on()
+    assert hold.held and _receive(grader) == {"kind": "gpu_on"}
+    hold.on()  # held: nothing asked
+    assert not grader.poll(0.1)
+
+    other = threading.Thread(target=hold.off)  # a thread of the learner's: the socket is not its own
+    other.start()
+    other.join()
+    assert hold.held and not grader.poll(0.1)
+
+    hold.off()
+    _receive(grader)
+    _send(grader, {"kind": "case"})  # not the grant: the grader's words are out of step
+    with pytest.raises(RuntimeError, match="request for the GPU"):
+        hold.on()
+
+
+def test_the_worker_hooks_triton_only_where_it_compiles_for_a_gpu():
+    import triton
+
+    knobs = triton.knobs.runtime
+    saved = knobs.jit_cache_hook, knobs.jit_post_compile_hook
+    try:
+        for mode, hooked in (("cpu", False), ("gpu", True)):
+            knobs.jit_cache_hook = knobs.jit_post_compile_hook = None
+            w = worker._Worker(None, {"file": "x.py", "mode": mode})
+            assert (knobs.jit_cache_hook == w.hold.off) is hooked
+            assert (knobs.jit_post_compile_hook == w.hold.on) is hooked
+    finally:
+        knobs.jit_cache_hook, knobs.jit_post_compile_hook = saved
+
+
+# on a GPU: the real hooks -----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not runtime.is_gpu(), reason="Triton compiles for a GPU only there")
+def test_a_job_lets_the_gpu_go_while_triton_compiles(tmp_path):
+    trace_file = tmp_path / "trace.jsonl"
+    env = {**os.environ, "COURSE_TRACE": str(trace_file), "COURSE_PERF": "0", "TRITON_CACHE_DIR": str(tmp_path / "t")}
+    env["COURSE_PROGRESS"] = str(tmp_path / "progress.json")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "course_lib", "check", "softmax", "--solutions"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert "PASS" in done.stdout, done.stdout + done.stderr
+    events = [json.loads(line) for line in trace_file.read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds.count("gpu let go") >= 1 and kinds.count("gpu taken back") >= 1, sorted(set(kinds))
