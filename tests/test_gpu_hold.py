@@ -151,6 +151,27 @@ def test_a_worker_that_asks_for_the_gpu_for_ever_still_runs_out_of_time(cache, w
     assert took < (0.5 + 0.5 + 0.3 + 0.5 if with_hold else 0.5 + 0.5), took
 
 
+def test_loading_takes_the_gpu_only_when_the_worker_asks(cache):
+    session, worker_end = _session_and_worker_end()
+    seen = {}
+
+    def worker_side():
+        seen["free while importing"] = _lock_free_within(1.0)
+        _send(worker_end, {"kind": "gpu_on"})  # the module compiled a kernel at import and launches it
+        seen["granted"] = _receive(worker_end)["kind"]
+        seen["held for the launch"] = not _lock_free_within(0.2)
+        _send(worker_end, {"kind": "loaded"})
+
+    thread = threading.Thread(target=worker_side)
+    thread.start()
+    with tiers.SharedHold(KEY, taken=False) as hold:
+        assert _lock_free_within(0.2)
+        session.ask(None, 10.0, "loaded", hold=hold)
+    thread.join(10)
+    assert seen == {"free while importing": True, "granted": "gpu_granted", "held for the launch": True}
+    assert _lock_free_within(0.5)
+
+
 def test_without_a_hold_the_worker_is_granted_at_once(cache):
     """A timing window (inside the exclusive hold) or a CPU step: the request is answered, nothing locked."""
     session, worker_end = _session_and_worker_end()
@@ -186,6 +207,10 @@ def test_the_worker_asks_once_from_its_own_thread_and_waits_for_the_grant():
     here, there = socket.socketpair()
     grader, conn = Connection(here.detach()), Connection(there.detach())
     hold = worker._GpuHold(conn)
+    assert not hold.held  # loading the file: not held until asked for
+    hold.off()
+    assert not grader.poll(0.1)
+    hold.begin_step()  # each step the grader sends: held for it
     assert hold.held
     assert hold.off() is False  # Triton's jit_cache_hook: False means "compile it"
     hold.off()  # once only

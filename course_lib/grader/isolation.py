@@ -624,11 +624,12 @@ def _graded(
         # lower CPU priority instead (Worker.nice), so the timed worker gets a core when it needs one
         share = gpu
 
-        def ask(message, limit, kind, fd=None, most_data=None, lock=True, hold=None):
+        def ask(message, limit, kind, fd=None, most_data=None, lock=True, hold=None, taken=True):
             # a timing window (lock=False, inside the exclusive hold) runs with no other grader's
             # kernels, references or interpreter beside it. A step that holds the GPU shared lets it go
-            # while the worker compiles (tiers.SharedHold); ``hold``: the hold of the case it is part of
-            held = tiers.SharedHold(key) if share and lock else contextlib.nullcontext(hold)
+            # while the worker compiles (tiers.SharedHold); ``hold``: the hold of the case it is part of;
+            # taken=False: the step starts without the GPU and takes it only if the worker asks for it
+            held = tiers.SharedHold(key, taken) if share and lock else contextlib.nullcontext(hold)
             began = time.perf_counter()
             wait = min(limit, max(budget - time.monotonic(), 0.5))
             try:
@@ -660,7 +661,9 @@ def _graded(
                 result.status, result.summary = FAIL, claims.message(e)
                 raise _Stop(result) from None
 
-        reply, _ = ask(None, limits.load_s, "loaded")
+        # loading the file starts a process, imports torch and the learner's module (seconds of CPU): the
+        # GPU is taken only if the module compiles a kernel as it is imported (worker._GpuHold)
+        reply, _ = ask(None, limits.load_s, "loaded", taken=False)
         reply = checked(claims.loaded, reply)
         if reply["kind"] == "load_failed":
             result.status = reply["status"]

@@ -322,10 +322,12 @@ class SharedHold:
     """A grading step's shared hold of GPU ``key`` (``gpu_use``), which the step's worker lets go while
     Triton compiles one of the learner's kernels (seconds of CPU work, no GPU work) and takes back before
     the kernel launches (``isolation._Session.ask``, ``worker._GpuHold``). A timer then waits for the
-    steps' launches, not for their compiles. ``on`` returns the seconds it waited for the GPU."""
+    steps' launches, not for their compiles. ``on`` returns the seconds it waited for the GPU.
+    ``taken``: whether ``with`` takes it at once (else only ``on`` does); ``with`` always lets it go."""
 
-    def __init__(self, key: str):
+    def __init__(self, key: str, taken: bool = True):
         self.key = key
+        self.taken = taken
         self._held = None
 
     @property
@@ -347,7 +349,8 @@ class SharedHold:
             held.__exit__(None, None, None)
 
     def __enter__(self) -> SharedHold:
-        self.on()
+        if self.taken:
+            self.on()
         return self
 
     def __exit__(self, *exc) -> None:
