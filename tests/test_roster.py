@@ -447,8 +447,11 @@ def test_identical_files_of_a_task_are_graded_once_and_each_copy_gets_its_verdic
     rows = {(r["student_id"], r["assignment"]): r for r in result.rows}
     for task in TWO:
         ada, bob = rows["ada", task], rows["bob", task]
-        same = ("status", "score", "cases_passed", "cases_total", "seconds", "sha256", "seed", "speed_tier", "time_us")
+        same = ("status", "score", "cases_passed", "cases_total", "sha256", "seed", "speed_tier", "time_us")
         assert {k: bob[k] for k in same} == {k: ada[k] for k in same}
+        # the gradebook says whose file it is the same as, and that nothing ran for it
+        assert (bob["same_file_as"], ada["same_file_as"]) == ("ada", "")
+        assert bob["seconds"] == 0.0 < ada["seconds"]
         # the copy's report names its own file, never the learner graded for it
         assert bob["message"] == ada["message"].replace("room/ada/", "room/bob/")
         assert "room/ada/" not in bob["message"] and "room/bob/" in bob["message"]
@@ -457,6 +460,9 @@ def test_identical_files_of_a_task_are_graded_once_and_each_copy_gets_its_verdic
         assert details[1].endswith("room/ada2/notes.txt is another folder"), "another folder's name is left alone"
         assert result.results["bob", task].learner == "bob"
     assert result.copied == {("bob", "vector_copy"), ("bob", "vector_add")}
+    assert rows["cy", "vector_add"]["same_file_as"] == rows["dee", "vector_copy"]["same_file_as"] == ""
+    written = {(r["student_id"], r["assignment"]): r for r in roster.read_rows(tmp_path / "grades.csv")}
+    assert written["bob", "vector_add"]["same_file_as"] == "ada"
     said = "graded now from 4 distinct files: 2 byte-identical copies took their verdict"
     assert said in result.short_summary() and said in (tmp_path / "grades.summary.md").read_text()
 
@@ -493,6 +499,7 @@ def test_a_copy_changed_while_its_twin_was_graded_is_graded_itself(tmp_path):
     rows = {(r["student_id"], r["assignment"]): r for r in result.rows}
     assert rows["bob", "vector_add"]["status"] == "fail" and rows["bob", "vector_copy"]["status"] == "pass"
     assert result.copied == {("bob", "vector_copy")}
+    assert (rows["bob", "vector_add"]["same_file_as"], rows["bob", "vector_copy"]["same_file_as"]) == ("", "ada")
 
 
 def test_a_timeout_or_a_crash_is_never_copied(tmp_path):

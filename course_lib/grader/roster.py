@@ -105,6 +105,9 @@ COLUMNS = [
     "speed_tier",
     "time_us",
     "sandboxed",
+    # for a file byte-identical to another learner's file of the same task: that learner, whose file was
+    # graded once for both (its verdict is this row's; this row's seconds are 0: nothing ran for it)
+    "same_file_as",
 ]
 _INT_COLUMNS = ("seed", "cases_passed", "cases_total")
 _FLOAT_COLUMNS = ("raw_score", "score", "max_score", "seconds")
@@ -281,6 +284,7 @@ def make_row(
     us: float | None = None,
     speed_points: bool = False,
     sandboxed: bool | None = None,
+    same_file_as: str = "",
 ) -> dict:
     raw, final, top = score(task, status, tier, speed_points)
     row = {
@@ -302,6 +306,7 @@ def make_row(
         "time_us": None if us is None else round(float(us), 3),
         # whether the learner's code ran in the operating-system sandbox ("" for a file never run)
         "sandboxed": "" if sandboxed is None else ("yes" if sandboxed else "no"),
+        "same_file_as": same_file_as,
     }
     return row
 
@@ -761,6 +766,7 @@ def grade_room(
     # one job per distinct file of a task; the copies wait for its verdict
     first: dict[tuple[str, str], Job] = {}  # (task, sha256) -> the job graded
     copies: dict[Job, list[Job]] = {}  # a graded job -> its copies
+    same_as: dict[tuple[str, str], str] = {}  # a copy's (learner, task) -> the learner whose file was graded
     graded_jobs: list[Job] = []
     for job in jobs:
         same = (job.task, hashes[(job.learner, job.task)])
@@ -799,6 +805,7 @@ def grade_room(
                 if shareable and result.file_sha256 == hashes[key] == now.sha256 and now.status is None:
                     verdicts[key] = _copied(result, job, copy)
                     room.copied.add(key)
+                    same_as[key] = job.learner
                     trace.event("verdict copied", of=copy.task, status=result.status)
                 else:
                     regrade.append(copy)
@@ -819,7 +826,7 @@ def grade_room(
             cases_passed=result.cases_passed, cases_total=result.cases_total,
             fraction=result.roofline_fraction if timed else None, tier=result.tier if timed else "",
             us=result.speed_us if timed else None, speed_points=speed_points,
-            sandboxed=getattr(result, "sandboxed", None),
+            sandboxed=getattr(result, "sandboxed", None), same_file_as=same_as.get(key, ""),
         )  # fmt: skip
         room.results[key] = result
 
@@ -862,6 +869,7 @@ def _copied(result: TaskResult, graded: Job, copy: Job) -> TaskResult:
 
     out = dataclasses.replace(result, details=[moved(line) for line in result.details])
     out.summary, out.source, out.learner = moved(result.summary), mine, copy.learner
+    out.seconds = 0.0  # nothing ran for this file
     return out
 
 
