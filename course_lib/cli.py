@@ -125,6 +125,36 @@ def _cmd_grade(args) -> int:
     return 0
 
 
+def _cmd_export(args) -> int:
+    from pathlib import Path
+
+    from .grader import export
+
+    try:
+        rows = export.read_gradebook(Path(args.gradebook))
+        if not rows:
+            raise export.ExportError(f"{args.gradebook} holds no rows")
+        if args.to == "gradescope":
+            out = Path(args.out or "results.json")
+            done = export.export_gradescope(rows, out, args.learner, args.visibility)
+        else:
+            if not args.roster:
+                raise export.ExportError(
+                    "Canvas matches rows by its own student IDs: give --roster, the CSV of Canvas's gradebook "
+                    "export (Grades, Export), whose --match column (default: SIS Login ID) holds the folder names"
+                )
+            out = Path(args.out or "canvas_grades.csv")
+            done = export.export_canvas(rows, out, Path(args.roster), args.match, args.assignment, args.skip_unmatched)
+    except export.ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for note in done.notes:
+        print(f"note: {note}")
+    shown = ", ".join(str(p) for p in done.written[:3]) + (" ..." if len(done.written) > 3 else "")
+    print(f"wrote {len(done.written)} file{'s' * (len(done.written) != 1)} for {args.to}: {shown}")
+    return 0
+
+
 def _cmd_hint(args) -> int:
     from . import progress, tasks
 
@@ -243,6 +273,25 @@ def build_parser() -> argparse.ArgumentParser:
         "for a room whose every file you trust; the gradebook records it",
     )  # fmt: skip
 
+    e = sub.add_parser("export", help="a room's gradebook (grade's CSV or JSON) for Gradescope or Canvas")
+    e.add_argument("gradebook", help="the CSV or JSON that `grade` wrote")
+    e.add_argument("--to", required=True, choices=["gradescope", "canvas"])
+    e.add_argument(
+        "--out", help="gradescope: results.json, or a folder (one <learner>/results.json each); "
+        "canvas: the CSV to import (default canvas_grades.csv)",
+    )  # fmt: skip
+    e.add_argument("--learner", help="gradescope: only this learner's results.json")
+    e.add_argument(
+        "--visibility", default="visible", choices=["visible", "hidden", "after_due_date", "after_published"],
+        help="gradescope: when learners see the results",
+    )  # fmt: skip
+    e.add_argument("--roster", help="canvas: Canvas's own gradebook export (its student IDs)")
+    e.add_argument("--match", default="SIS Login ID", help="canvas: the roster column that holds the folder names")
+    e.add_argument(
+        "--assignment", help="canvas: one column of this name with each learner's total (default: a column per task)"
+    )
+    e.add_argument("--skip-unmatched", action="store_true", help="canvas: leave out folders no student matches")
+
     b = sub.add_parser("bench", help="GPU only: time solutions and baselines; --record writes a JSON record")
     b.add_argument("task", nargs="?")
     b.add_argument("--all", action="store_true")
@@ -265,6 +314,7 @@ COMMANDS = {
     "list": _cmd_list,
     "check": _cmd_check,
     "grade": _cmd_grade,
+    "export": _cmd_export,
     "bench": _cmd_bench,
     "hint": _cmd_hint,
     "sync-exercises": _cmd_sync,
