@@ -134,7 +134,11 @@ def _cmd_export(args) -> int:
         rows = export.read_gradebook(Path(args.gradebook))
         if not rows:
             raise export.ExportError(f"{args.gradebook} holds no rows")
-        if args.to == "gradescope":
+        if args.to == "nbgrader":
+            if not args.assignment:
+                raise export.ExportError("nbgrader keeps grades by assignment: give --assignment NAME")
+            done = export.export_nbgrader(rows, args.db, args.assignment)
+        elif args.to == "gradescope":
             out = Path(args.out or "results.json")
             done = export.export_gradescope(rows, out, args.learner, args.visibility)
         else:
@@ -273,9 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
         "for a room whose every file you trust; the gradebook records it",
     )  # fmt: skip
 
-    e = sub.add_parser("export", help="a room's gradebook (grade's CSV or JSON) for Gradescope or Canvas")
+    e = sub.add_parser("export", help="a room's gradebook (grade's CSV or JSON) for Gradescope, Canvas or nbgrader")
     e.add_argument("gradebook", help="the CSV or JSON that `grade` wrote")
-    e.add_argument("--to", required=True, choices=["gradescope", "canvas"])
+    e.add_argument("--to", required=True, choices=["gradescope", "canvas", "nbgrader"])
     e.add_argument(
         "--out", help="gradescope: results.json, or a folder (one <learner>/results.json each); "
         "canvas: the CSV to import (default canvas_grades.csv)",
@@ -288,9 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--roster", help="canvas: Canvas's own gradebook export (its student IDs)")
     e.add_argument("--match", default="SIS Login ID", help="canvas: the roster column that holds the folder names")
     e.add_argument(
-        "--assignment", help="canvas: one column of this name with each learner's total (default: a column per task)"
+        "--assignment",
+        help="canvas: one column of this name with each learner's total (default: a column per task); "
+        "nbgrader: the assignment the grades go to",
     )
     e.add_argument("--skip-unmatched", action="store_true", help="canvas: leave out folders no student matches")
+    e.add_argument(
+        "--db", default="sqlite:///gradebook.db", help="nbgrader: its gradebook's database (default: nbgrader's own)"
+    )
 
     b = sub.add_parser("bench", help="GPU only: time solutions and baselines; --record writes a JSON record")
     b.add_argument("task", nargs="?")

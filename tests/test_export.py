@@ -277,3 +277,34 @@ def test_the_gradescope_autograder_grades_one_submission_and_its_code_cannot_wri
     assert result.status == "pass", result.summary
     assert results_path.read_text() == "the grader's"
     assert "READ THE HIDDEN CASES" not in result.output + output
+
+
+# nbgrader ---------------------------------------------------------------------------------------
+
+
+def test_nbgrader_gets_the_grades_through_its_own_gradebook_and_an_export_again_updates_them(tmp_path, capsys):
+    api = pytest.importorskip("nbgrader.api")
+    db = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    book = _gradebook(tmp_path, ROWS)
+    args = ["export", str(book), "--to", "nbgrader", "--db", db, "--assignment", "triton-1"]
+    assert cli.main(args) == 0
+    assert "left without a score" in capsys.readouterr().out
+
+    def scores():
+        with api.Gradebook(db) as gb:
+            subs = {d["student"]: (d["score"], d["max_score"]) for d in gb.submission_dicts("triton-1")}
+            waiting = gb.find_grade("ws_matmul", export.NBGRADER_NOTEBOOK, "triton-1", "ada")
+            return subs, (waiting.auto_score, waiting.needs_manual_grade)
+
+    subs, waiting = scores()
+    # nbgrader's own sums: ada 0 + 2 + 0 + (ws_matmul, not scored) of 1 + 2 + 1 + 1; bob 1 + 1 + 1
+    assert subs == {"ada": (2.0, 5.0), "bob": (3.0, 5.0)}
+    assert waiting == (None, True), "a task not graded here has no score: it waits, it is not a 0"
+    # the next run's gradebook: bob's softmax now fails, and a learner more
+    again = [r if (r["student_id"], r["assignment"]) != ("bob", "softmax") else {**r, "status": "fail", "score": 0.0}
+             for r in ROWS] + [_row("cy", "vector_copy", "pass")]  # fmt: skip
+    assert cli.main(["export", str(_gradebook(tmp_path, again, "again.csv")), *args[2:]]) == 0
+    subs, _ = scores()
+    assert subs["bob"] == (2.0, 5.0) and subs["ada"] == (2.0, 5.0) and subs["cy"][0] == 1.0
+    assert cli.main(["export", str(book), "--to", "nbgrader", "--db", db]) == 2
+    assert "--assignment" in capsys.readouterr().err

@@ -12,9 +12,15 @@
   export (``--roster``), matched on one of its columns (``--match``, by default the SIS Login ID). One
   column per task, or one column with each learner's total (``--assignment NAME``).
 
+- ``nbgrader``: nbgrader's own gradebook database, through its API (``pip install nbgrader``): an
+  assignment (``--assignment``) whose one notebook (``course_lib_tasks``) has a grade cell per task,
+  and a submission per learner scored cell by cell. nbgrader's formgrader and ``nbgrader export``
+  then see them like any other. Exporting again updates the same entries.
+
 A task that the grading machine could not run (``needs_gpu``: a Hopper task graded without a Hopper
 GPU) is not scored 0: Canvas gets a blank cell (no grade; the total leaves it out), Gradescope a test
-worth 0 of 0 that says so. Nothing here grades anything: it reads rows and writes files.
+worth 0 of 0 that says so, nbgrader a grade cell with no score (it waits for grading). Nothing here
+grades anything: it reads rows and writes files.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import sysconfig
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +38,8 @@ from .. import tasks as course_tasks
 from . import NEEDS_GPU, PASS
 from .roster import neutralised, read_rows, write_atomic
 
-FORMATS = ("gradescope", "canvas")
+FORMATS = ("gradescope", "canvas", "nbgrader")
+NBGRADER_NOTEBOOK = "course_lib_tasks"  # the notebook that holds one grade cell per task
 CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 
 
@@ -259,3 +269,66 @@ def export_canvas(
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, lambda f: f.write(text))
     return Exported([out], notes)
+
+
+# --------------------------------------------------------------------------------------------------
+# nbgrader
+
+
+def export_nbgrader(rows: list[dict], db_url: str, assignment: str) -> Exported:
+    """The rows into nbgrader's gradebook at ``db_url`` (``sqlite:///gradebook.db``) as ``assignment``."""
+    try:
+        from nbgrader.api import Grade, Gradebook, MissingEntry
+    except ImportError:
+        raise ExportError("the nbgrader export needs nbgrader: pip install nbgrader") from None
+    tasks = _task_order(rows)
+    tops = {}
+    for row in rows:
+        tops[row["assignment"]] = max(tops.get(row["assignment"], 0.0), float(row["max_score"]))
+    cell = {(r["student_id"], r["assignment"]): r for r in rows}
+    notes = []
+    blank = 0
+    # a new gradebook is made by nbgrader's `alembic` command, installed beside this Python: found even
+    # where the virtual environment is not activated
+    path = os.environ.get("PATH", "")
+    os.environ["PATH"] = sysconfig.get_path("scripts") + os.pathsep + path
+    try:
+        with Gradebook(db_url) as gb:
+            gb.update_or_create_assignment(assignment)
+            gb.update_or_create_notebook(NBGRADER_NOTEBOOK, assignment)
+            for task in tasks:
+                gb.update_or_create_grade_cell(
+                    task, NBGRADER_NOTEBOOK, assignment, max_score=tops[task], cell_type="code"
+                )
+            for learner in _learners(rows):
+                gb.update_or_create_student(learner)
+                try:
+                    gb.find_submission(assignment, learner)
+                except MissingEntry:
+                    with warnings.catch_warnings():  # nbgrader's own autoflush notices, not the learner's
+                        warnings.filterwarnings("ignore", message=".*not in session.*")
+                        gb.add_submission(assignment, learner)
+                notebook = gb.find_submission_notebook(NBGRADER_NOTEBOOK, assignment, learner)
+                have = {grade.cell_id for grade in notebook.grades}
+                for grade_cell in notebook.notebook.grade_cells:  # a task added since the last export
+                    if grade_cell.id not in have:
+                        gb.db.add(Grade(cell_id=grade_cell.id, notebook=notebook))
+                gb.db.commit()
+                for task in tasks:
+                    row = cell.get((learner, task))
+                    grade = gb.find_grade(task, NBGRADER_NOTEBOOK, assignment, learner)
+                    if row is None or row["status"] == NEEDS_GPU:  # not graded here: no score, not 0
+                        grade.auto_score, grade.needs_manual_grade = None, True
+                        blank += 1
+                    else:
+                        grade.auto_score, grade.needs_manual_grade = float(row["score"]), False
+                gb.db.commit()
+    except ExportError:
+        raise
+    except Exception as e:  # the database's own complaint (a locked file, another schema)
+        raise ExportError(f"nbgrader's gradebook at {db_url} refused the grades ({type(e).__name__}: {e})") from None
+    finally:
+        os.environ["PATH"] = path
+    if blank:
+        notes.append(f"{blank} grade(s) left without a score: tasks this machine could not grade (needs_gpu)")
+    return Exported([Path(db_url.removeprefix("sqlite:///"))] if db_url.startswith("sqlite:///") else [], notes)
