@@ -57,6 +57,7 @@ def assert_gradescope_results(results: dict) -> None:
 
 
 def _row(learner, task, status, message="", **kw):
+    kw.setdefault("submitted", "2026-12-03T09:00:00Z")
     return roster.make_row(learner, task, status, message, timestamp="2026-12-04T15:00:00Z", seed=7, seconds=1.5,
                            **kw)  # fmt: skip
 
@@ -78,7 +79,7 @@ ROWS = [
     _row("bob", "vector_add", "pass", "9 cases passed", same_file_as="ada"),
     _row("bob", "softmax", "pass", "9 cases passed"),
     _row("bob", "ws_matmul", "needs_gpu", "needs a Hopper GPU (sm_90) to run"),
-    _row("bob", "vector_copy", "pass", "3 cases passed"),
+    _row("bob", "vector_copy", "pass", "3 cases passed", submitted="2026-12-03T09:30:00Z"),
 ]
 
 
@@ -297,6 +298,8 @@ def test_nbgrader_gets_the_grades_through_its_own_gradebook_and_an_export_again_
             return subs, (waiting.auto_score, waiting.needs_manual_grade)
 
     subs, waiting = scores()
+    with api.Gradebook(db) as gb:  # the hand-in's time: the newest of the learner's files
+        assert gb.find_submission("triton-1", "bob").timestamp.isoformat().startswith("2026-12-03T09:30:00")
     # nbgrader's own sums: ada 0 + 2 + 0 + (ws_matmul, not scored) of 1 + 2 + 1 + 1; bob 1 + 1 + 1
     assert subs == {"ada": (2.0, 5.0), "bob": (3.0, 5.0)}
     assert waiting == (None, True), "a task not graded here has no score: it waits, it is not a 0"

@@ -704,3 +704,19 @@ def test_cells_that_a_spreadsheet_would_run_are_written_as_text(tmp_path):
     again = FakeGrader()
     grade(room, tmp_path / "g.csv", again, resume=True)
     assert again.graded == []
+
+
+def test_each_row_keeps_when_its_file_was_handed_in(tmp_path):
+    """``submitted``: the file's modification time (an unpacked zip keeps the learner's), beside the
+    grading time in ``timestamp``; a bad file has it too, a missing one has none."""
+    room = make_room(tmp_path / "room", {"ada": {"vector_add": SOLUTION["vector_add"], "vector_copy": b""}})
+    handed = 1796290200  # 2026-12-03 09:30:00 UTC
+    for task in TWO:
+        os.utime(room / "ada" / f"{task}.py", (handed, handed))
+    make_room(room, {"bob": {}})
+    result = grade(room, tmp_path / "grades.csv")
+    rows = {(r["student_id"], r["assignment"]): r for r in roster.read_rows(tmp_path / "grades.csv")}
+    assert rows["ada", "vector_add"]["submitted"] == rows["ada", "vector_copy"]["submitted"] == "2026-12-03T09:30:00Z"
+    assert rows["ada", "vector_copy"]["status"] == "empty" and rows["bob", "vector_add"]["submitted"] == ""
+    assert rows["ada", "vector_add"]["timestamp"] != rows["ada", "vector_add"]["submitted"]
+    assert result.rows

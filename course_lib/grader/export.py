@@ -279,6 +279,7 @@ def export_nbgrader(rows: list[dict], db_url: str, assignment: str) -> Exported:
     """The rows into nbgrader's gradebook at ``db_url`` (``sqlite:///gradebook.db``) as ``assignment``."""
     try:
         from nbgrader.api import Grade, Gradebook, MissingEntry
+        from nbgrader.utils import parse_utc
     except ImportError:
         raise ExportError("the nbgrader export needs nbgrader: pip install nbgrader") from None
     tasks = _task_order(rows)
@@ -302,12 +303,18 @@ def export_nbgrader(rows: list[dict], db_url: str, assignment: str) -> Exported:
                 )
             for learner in _learners(rows):
                 gb.update_or_create_student(learner)
+                # the hand-in's time: the newest of the learner's files (their modification times)
+                times = [r.get("submitted") or "" for r in rows if r["student_id"] == learner]
+                when = {"timestamp": max(times)} if any(times) else {}
                 try:
-                    gb.find_submission(assignment, learner)
+                    submission = gb.find_submission(assignment, learner)
                 except MissingEntry:
                     with warnings.catch_warnings():  # nbgrader's own autoflush notices, not the learner's
                         warnings.filterwarnings("ignore", message=".*not in session.*")
-                        gb.add_submission(assignment, learner)
+                        gb.add_submission(assignment, learner, **when)
+                else:
+                    if when:
+                        submission.timestamp = parse_utc(when["timestamp"])
                 notebook = gb.find_submission_notebook(NBGRADER_NOTEBOOK, assignment, learner)
                 have = {grade.cell_id for grade in notebook.grades}
                 for grade_cell in notebook.notebook.grade_cells:  # a task added since the last export

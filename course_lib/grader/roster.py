@@ -108,6 +108,9 @@ COLUMNS = [
     # for a file byte-identical to another learner's file of the same task: that learner, whose file was
     # graded once for both (its verdict is this row's; this row's seconds are 0: nothing ran for it)
     "same_file_as",
+    # the graded file's modification time (UTC): when it was handed in, where the room kept that (an
+    # unpacked zip keeps it; a copy made without -p does not). ``timestamp`` is when it was graded
+    "submitted",
 ]
 _INT_COLUMNS = ("seed", "cases_passed", "cases_total")
 _FLOAT_COLUMNS = ("raw_score", "score", "max_score", "seconds")
@@ -156,6 +159,11 @@ class FileCheck:
     status: str | None  # None: the file can be graded; otherwise a BAD_FILE_STATUSES entry
     message: str
     sha256: str  # of the file's bytes; "" when there are none to hash
+    modified: str = ""  # the file's modification time, UTC (ISO 8601): the hand-in's own time where kept
+
+
+def _utc(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def check_file(path: Path, learner: str, task: str) -> FileCheck:
@@ -171,6 +179,7 @@ def check_file(path: Path, learner: str, task: str) -> FileCheck:
         return FileCheck(NOT_A_FILE, f"{where} is a symbolic link: hand in the file itself", "")
     if not stat.S_ISREG(info.st_mode):
         return FileCheck(NOT_A_FILE, f"{where} is not a regular file", "")
+    modified = _utc(info.st_mtime)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as e:
@@ -187,18 +196,18 @@ def check_file(path: Path, learner: str, task: str) -> FileCheck:
             size += len(chunk)
     sha = digest.hexdigest()
     if size > MAX_FILE_BYTES:
-        return FileCheck(TOO_LARGE, f"{where} is {size / 2**20:.1f} MiB; the limit is 1 MiB", sha)
+        return FileCheck(TOO_LARGE, f"{where} is {size / 2**20:.1f} MiB; the limit is 1 MiB", sha, modified)
     if not data.strip():
         what = "is empty" if not data else "holds only whitespace"
-        return FileCheck(EMPTY, f"{where} {what}", sha)
+        return FileCheck(EMPTY, f"{where} {what}", sha, modified)
     nul = data.find(b"\0")
     if nul >= 0:
-        return FileCheck(BINARY, f"{where} holds NUL bytes (byte {nul}): not a Python source file", sha)
+        return FileCheck(BINARY, f"{where} holds NUL bytes (byte {nul}): not a Python source file", sha, modified)
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
-        return FileCheck(NOT_UTF8, f"{where} is not valid UTF-8 (byte {e.start}): save it as UTF-8", sha)
-    return FileCheck(None, "", sha)
+        return FileCheck(NOT_UTF8, f"{where} is not valid UTF-8 (byte {e.start}): save it as UTF-8", sha, modified)
+    return FileCheck(None, "", sha, modified)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -285,6 +294,7 @@ def make_row(
     speed_points: bool = False,
     sandboxed: bool | None = None,
     same_file_as: str = "",
+    submitted: str = "",
 ) -> dict:
     raw, final, top = score(task, status, tier, speed_points)
     row = {
@@ -307,6 +317,7 @@ def make_row(
         # whether the learner's code ran in the operating-system sandbox ("" for a file never run)
         "sandboxed": "" if sandboxed is None else ("yes" if sandboxed else "no"),
         "same_file_as": same_file_as,
+        "submitted": submitted,
     }
     return row
 
@@ -738,6 +749,7 @@ def grade_room(
     decided: dict[tuple[str, str], dict] = {}
     jobs: list[Job] = []
     hashes: dict[tuple[str, str], str] = {}
+    handed_in: dict[tuple[str, str], str] = {}  # the files' modification times
     for learner in learners:
         folder = root / learner
         linked = folder.is_symlink()
@@ -749,7 +761,7 @@ def grade_room(
                 check = check_file(folder / f"{task}.py", learner, task)
             if check.status is not None:
                 decided[key] = make_row(learner, task, check.status, check.message, timestamp=stamp, seed=seed,
-                                        sha256=check.sha256)  # fmt: skip
+                                        sha256=check.sha256, submitted=check.modified)  # fmt: skip
                 continue
             old = previous.get(key)
             # a needs_gpu row is graded again: this run may have the GPU the last one lacked
@@ -759,6 +771,7 @@ def grade_room(
                 room.kept.add(key)
                 continue
             hashes[key] = check.sha256
+            handed_in[key] = check.modified
             jobs.append(Job(learner=learner, task=task, source=folder))
     if resume and previous:
         note(f"resume: {len(room.kept)} rows kept from {previous_path} (same file and seed), {len(jobs)} to grade")
@@ -827,6 +840,7 @@ def grade_room(
             fraction=result.roofline_fraction if timed else None, tier=result.tier if timed else "",
             us=result.speed_us if timed else None, speed_points=speed_points,
             sandboxed=getattr(result, "sandboxed", None), same_file_as=same_as.get(key, ""),
+            submitted=handed_in.get(key, ""),
         )  # fmt: skip
         room.results[key] = result
 
