@@ -179,7 +179,9 @@ def run() -> list[Finding]:
                 f"{info.sm_count} SMs, {info.memory_gib:.0f} GiB",
             )
         )
-        found.append(canary_gpu_compile())
+        found.append(gpu_generation(info))
+        if info.capability >= (8, 0):
+            found.append(canary_gpu_compile())
         found.append(
             Finding(
                 OK,
@@ -223,6 +225,34 @@ def run() -> list[Finding]:
         if importlib.util.find_spec(module) is None:
             found.append(Finding(WARN, f"{module} missing", "notebooks need it: pip install -e ."))
     return found
+
+
+def gpu_generation(info: runtime.GpuInfo) -> Finding:
+    """What this GPU's generation (compute capability) means for the course."""
+    from . import tasks
+
+    major, minor = info.capability
+    cc = f"compute capability {major}.{minor}"
+    hopper = [t for t in tasks.all_tasks() if t.needs == "hopper"]
+    names = ", ".join(f"{t.name} (chapter {t.chapter})" for t in hopper)
+    if info.capability < (8, 0):
+        return Finding(
+            BAD,
+            "GPU generation",
+            f"{info.name} is {cc}: Triton compiles for 8.0 (Ampere) and newer only, so no kernel of the "
+            "course runs on it. Use CPU mode (COURSE_MODE=cpu): every chapter works there, in the interpreter, "
+            "without timing. Colab's and Kaggle's free T4 (7.5) is such a GPU",
+        )
+    if major == 9:
+        return Finding(OK, "GPU generation", f"Hopper ({cc}): every task runs here, warp specialization included")
+    where = "not a Hopper GPU" if major < 9 else "newer than Hopper (no wgmma)"
+    return Finding(
+        WARN,
+        "GPU generation",
+        f"{cc}, {where}: {len(hopper)} tasks use Hopper's wgmma and TMA and are graded on an H100 or H200 only "
+        f"(here their structure is checked): {names}. The others fall back to plain loads and stores below 9.0 "
+        "and should run here; the course's GPU runs were all on an H200",
+    )
 
 
 def sandbox_finding() -> Finding:

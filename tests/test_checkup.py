@@ -42,3 +42,24 @@ def test_a_long_label_gets_its_own_line():
 def test_the_doctor_on_this_machine_fits():
     text = checkup.format_findings(checkup.run())
     assert all(len(line) <= checkup.LINE_WIDTH for line in text.splitlines() if "/" not in line), text
+
+
+def _gpu(major: int, minor: int, name: str = "a GPU"):
+    from course_lib.runtime import GpuInfo
+
+    return GpuInfo(name=name, capability=(major, minor), sm_count=40, memory_gib=16.0, l2_mib=4.0)
+
+
+def test_the_doctor_knows_the_gpu_generations():
+    """Below 8.0 Triton compiles nothing (a T4): CPU mode. Below 9.0 (and past it) the Hopper tasks are
+    named. Hopper runs everything."""
+    t4 = checkup.gpu_generation(_gpu(7, 5, "Tesla T4"))
+    assert t4.level == BAD and "COURSE_MODE=cpu" in t4.detail and "7.5" in t4.detail
+    for major, minor in ((8, 0), (8, 6), (8, 9), (10, 0), (12, 0)):
+        finding = checkup.gpu_generation(_gpu(major, minor))
+        assert finding.level == WARN, (major, minor)
+        assert "ws_matmul (chapter 09)" in finding.detail and "ws_compression (chapter 10)" in finding.detail
+    h100 = checkup.gpu_generation(_gpu(9, 0, "NVIDIA H100"))
+    assert h100.level == OK and "every task runs here" in h100.detail
+    lines = checkup.format_findings([t4, checkup.gpu_generation(_gpu(8, 6))]).splitlines()
+    assert all(len(line) <= checkup.LINE_WIDTH for line in lines), lines
