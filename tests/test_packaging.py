@@ -78,7 +78,7 @@ def test_the_wheel_holds_every_module(tmp_path):
 
     wheels = tmp_path / "wheels"
     _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(wheels), ".", cwd=src)
-    (wheel,) = wheels.glob("course_lib-*.whl")
+    (wheel,) = wheels.glob("triton_kernel_course-*.whl")
     site = tmp_path / "site"
     _pip("install", "--no-deps", "--no-index", "-q", "--target", str(site), str(wheel), cwd=tmp_path)
 
