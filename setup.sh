@@ -27,9 +27,16 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   fi
 fi
 
+# The course's own install builds with this venv's setuptools, not one fetched into a throwaway
+# build environment each time: once set up, running this again needs no network (a workshop's Wi-Fi).
+if ! .venv/bin/python -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null; then
+  pip install -q "setuptools>=77"
+fi
+install() { pip install -q --no-build-isolation "$@"; }
+
 case "$what" in
   lab)
-    pip install -q -e .
+    install -e .
     .venv/bin/python -m course_lib sync-exercises
     .venv/bin/python -m course_lib doctor || true
     extra=()
@@ -40,11 +47,11 @@ case "$what" in
     exec .venv/bin/jupyter lab --ServerApp.root_dir="$PWD" ${extra[@]+"${extra[@]}"} notebooks/00_setup.ipynb
     ;;
   test)
-    pip install -q -e ".[dev]"
+    install -e ".[dev]"
     exec .venv/bin/python -m pytest -q tests
     ;;
   deps)
-    pip install -q -e ".[dev]"
+    install -e ".[dev]"
     ;;
   *)
     echo "usage: bash setup.sh [lab|test|deps]" >&2
