@@ -188,13 +188,101 @@ def cache_root() -> Path:
 def course_root() -> Path:
     """The folder that holds notebooks/, exercises/ and solutions/.
 
-    COURSE_ROOT wins; otherwise the checkout course_lib was installed from (editable install), and
-    failing that the current folder.
+    COURSE_ROOT wins; then the course folder the current folder is in (one with exercises/ and
+    notebooks/: a learner's own copy on a hub, where one install serves everyone, or a second
+    checkout); then the checkout course_lib was installed from (editable install); failing that the
+    current folder.
     """
     env = os.environ.get("COURSE_ROOT")
     if env:
         return Path(env).expanduser().resolve()
+    cwd = Path.cwd().resolve()
+    for folder in (cwd, *cwd.parents):
+        if (folder / "exercises").is_dir() and (folder / "notebooks").is_dir():
+            return folder
     here = Path(__file__).resolve().parent.parent
     if (here / "solutions").is_dir():
         return here
     return Path.cwd().resolve()
+
+
+# --------------------------------------------------------------------------------------------------
+# what this process may use: a container's or a hub's quota, not the host's size
+
+
+@dataclass(frozen=True)
+class Quota:
+    cpus: float | None  # the CPU time quota in CPUs (a container's --cpus); None: no quota
+    memory_bytes: int | None  # the memory limit; None: none
+
+
+def _cgroup_paths(proc_cgroup: Path) -> dict[str, str]:
+    """{controller: path} from /proc/self/cgroup ("" for cgroup v2's unified hierarchy)."""
+    paths = {}
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return paths
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(",") if parts[1] else [""]:
+                paths[controller] = parts[2]
+    return paths
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _along(base: Path, path: str) -> list[Path]:
+    """``base`` and each folder from it down to ``path`` (a cgroup's own limit and its parents')."""
+    folders, here = [base], base
+    for part in [p for p in path.split("/") if p]:
+        here = here / part
+        folders.append(here)
+    return folders
+
+
+def quota(root: Path = Path("/sys/fs/cgroup"), proc_cgroup: Path = Path("/proc/self/cgroup")) -> Quota:
+    """This process's CPU and memory limits from its cgroups (v2, or v1's cpu and memory controllers),
+    the tightest along its path; None where there is none or none can be read."""
+    paths = _cgroup_paths(proc_cgroup)
+    cpus: list[float] = []
+    memory: list[int] = []
+    if "" in paths or (root / "cpu.max").exists():  # v2
+        for folder in _along(root, paths.get("", "")):
+            text = _read(folder / "cpu.max")
+            if text and not text.startswith("max"):
+                limit, _, period = text.partition(" ")
+                if limit.isdigit() and period.isdigit() and int(period) > 0:
+                    cpus.append(int(limit) / int(period))
+            text = _read(folder / "memory.max")
+            if text and text.isdigit():
+                memory.append(int(text))
+    for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):  # v1
+        for folder in _along(root / name, paths.get("cpu", "")):
+            limit, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+            if limit and period and limit.isdigit() and period.isdigit() and int(period) > 0:
+                cpus.append(int(limit) / int(period))
+    for folder in _along(root / "memory", paths.get("memory", "")):
+        text = _read(folder / "memory.limit_in_bytes")
+        if text and text.isdigit() and int(text) < 1 << 60:  # v1 writes a huge number for "none"
+            memory.append(int(text))
+    return Quota(min(cpus) if cpus else None, min(memory) if memory else None)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may keep busy: those it may run on, cut to its cgroup's quota (a Binder
+    or hub container's 1 or 2 CPUs on a large host), at least 1."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    cpus = quota().cpus
+    if cpus is not None:
+        count = min(count, max(1, int(cpus)))
+    return max(1, count)

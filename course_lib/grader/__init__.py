@@ -212,7 +212,7 @@ def jobs_per_gpu() -> int:
     setting = os.environ.get("COURSE_GPU_JOBS", "").strip()
     if setting.isdigit() and int(setting) > 0:
         return int(setting)
-    return max(1, min(8, (os.cpu_count() or 2) // (2 * max(1, _gpu_count()))))
+    return max(1, min(8, runtime.usable_cpus() // (2 * max(1, _gpu_count()))))
 
 
 def _expected_s(job: Job) -> float:
@@ -267,20 +267,20 @@ def grade_jobs(
 
             gpu_peaks()  # measured once (under a lock), before any worker needs them
     else:
-        workers = workers or min(4, os.cpu_count() or 1)
+        workers = workers or min(4, runtime.usable_cpus())
         free = []
     workers = max(1, workers)
     # each worker's torch takes a share of the cores, not all of them (torch's default): on the H200's
     # 16 cores, steps of eight jobs side by side ran 10x slower than alone (2026-12-03); this is one
     # likely cause, not isolated by a measurement
     threads = {} if workers == 1 or "OMP_NUM_THREADS" in os.environ else {
-        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}  # fmt: skip
+        "OMP_NUM_THREADS": str(max(1, runtime.usable_cpus() // workers))}  # fmt: skip
     free_lock = threading.Lock()
     slots = threading.BoundedSemaphore(workers)
     # jobs started beside ones that look hung (silent for half a step's limit): at most as many again,
     # and never more than two a core in all (a room already run at two a core gets none: an honest job
     # beside hung ones keeps its share of the CPU, since its limits are wall-clock time)
-    room = max(0, min(workers, 2 * (os.cpu_count() or 1) - workers))
+    room = max(0, min(workers, 2 * runtime.usable_cpus() - workers))
     extra = threading.BoundedSemaphore(room) if room else None
 
     def graded(job: Job, on_slow=None, alone: bool = False) -> TaskResult:

@@ -47,7 +47,20 @@ from .limits import Limits, StepClock
 from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
 from .shared import CaseFileDamaged, SharedCase, tensor_from_bytes
 
-CPU_MEMORY_BYTES = int(float(os.environ.get("COURSE_CHILD_MEMORY_GB", "6")) * 2**30)
+
+def child_memory_bytes() -> int:
+    """The address space a CPU-mode worker may map: COURSE_CHILD_MEMORY_GB, else 6 GiB, cut to three
+    quarters of a container's memory limit (a Binder's 2 GB): past it the worker's allocation fails
+    and the task fails with a message, where a container's limit would kill the whole grader."""
+    setting = os.environ.get("COURSE_CHILD_MEMORY_GB")
+    if setting:
+        return int(float(setting) * 2**30)
+    limit = runtime.quota().memory_bytes
+    default = 6 * 2**30
+    return min(default, max(int(1.5 * 2**30), limit * 3 // 4)) if limit else default
+
+
+CPU_MEMORY_BYTES = child_memory_bytes()
 # A sandbox as a whole, all its processes together (a submission may fork): its resident memory (a
 # CUDA process holds more on the host than an interpreter's) and its threads, checked four times a second
 SANDBOX_MEMORY_BYTES = {"cpu": CPU_MEMORY_BYTES, "gpu": 4 * CPU_MEMORY_BYTES}
