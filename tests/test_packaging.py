@@ -107,3 +107,27 @@ def test_the_wheel_holds_every_module(tmp_path):
         f"; these folders have no __init__.py: {not_packages(missing)}" if not_packages(missing) else ""
     )
     assert not extra, f"in the wheel but not in course_lib/: {extra}"
+
+
+def _name(requirement: str) -> str:
+    import re
+
+    return re.split(r"[<>=!~\[; ]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_the_binder_environment_is_the_runtime_only_and_the_same_packages():
+    """environment.yml: pyproject.toml's dependencies (no dev tools), torch's CPU build, no install of
+    the course itself (postBuild does that, without dependencies, so the layer above survives commits)."""
+    import tomllib
+    import yaml
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    options = [line for line in pip if line.startswith("-")]
+    packages = {_name(line) for line in pip if not line.startswith("-")}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert packages - {"setuptools"} == {_name(d) for d in project["dependencies"]}
+    assert options == ["--extra-index-url https://download.pytorch.org/whl/cpu"]
+    assert not any(name in packages for name in ("pytest", "ruff", "playwright", "nbgrader"))
+    post = ROOT / "postBuild"
+    assert os.access(post, os.X_OK) and "--no-deps" in post.read_text() and "-e ." in post.read_text()
