@@ -23,7 +23,15 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     pip install -q torch            # a CUDA build, for GPU mode
   else
-    pip install -q torch==2.13.0    # CPU mode; the build this course is tested with
+    # CPU mode, the build this course is tested with: PyTorch's CPU build from its own index (2.5 GB
+    # less than the CUDA build PyPI serves, half the memory a check needs); where that index cannot
+    # be reached (asked once, 5 s at most), the build PyPI or a local mirror has
+    cpu_index=https://download.pytorch.org/whl/cpu
+    if .venv/bin/python -c "import urllib.request; urllib.request.urlopen('$cpu_index/torch/', timeout=5)" 2>/dev/null; then
+      pip install -q torch==2.13.0 --extra-index-url "$cpu_index"
+    else
+      pip install -q torch==2.13.0
+    fi
   fi
 fi
 
