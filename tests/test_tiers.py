@@ -526,9 +526,9 @@ def test_jobs_share_a_gpu_as_many_as_asked_or_from_the_cores(monkeypatch):
     monkeypatch.setenv("COURSE_GPU_JOBS", "5")
     assert grader.jobs_per_gpu() == 5
     monkeypatch.delenv("COURSE_GPU_JOBS")
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(grader.runtime, "usable_cpus", lambda: 16)
     assert grader.jobs_per_gpu() == 8
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(grader.runtime, "usable_cpus", lambda: 2)
     assert grader.jobs_per_gpu() == 1
 
 
@@ -657,7 +657,10 @@ def test_a_case_holds_the_gpu_shared_for_all_of_its_work(scratch_cache, monkeypa
         result = isolation.run_task(spec, solutions, 7, limits.GENEROUS, Worker())
     assert result.status == PASS, result.summary
     assert len(seen["references"]) == result.cases_total > 0
-    assert seen["asks"] and min(seen["asks"]) >= 1, seen["asks"]  # the file's loading and every case
+    # loading the file (a process started, torch imported) takes the GPU only if the worker asks for it
+    # (a kernel compiled and launched at import: tests/test_gpu_hold.py); every later step holds it
+    assert seen["asks"][0] == 0 and len(seen["asks"]) > 1, seen["asks"]
+    assert min(seen["asks"][1:]) >= 1, seen["asks"]
     assert min(seen["references"]) >= 1, seen["references"]
     assert seen["exclusive"] == 0  # nothing is timed without perf
 
@@ -707,7 +710,7 @@ def test_each_job_gets_a_share_of_the_cores_for_its_torch(monkeypatch):
     monkeypatch.setattr(grader, "make_worker", make_worker)
     monkeypatch.setattr(grader, "grade_task", grade_task)
     monkeypatch.setattr(grader, "_gpu_count", lambda: 0)
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(grader.runtime, "usable_cpus", lambda: 16)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     jobs = [grader.Job(f"learner{i}", "vector_add", sources.resolve("solutions")) for i in range(6)]
 
