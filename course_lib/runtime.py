@@ -196,8 +196,11 @@ def course_root() -> Path:
     env = os.environ.get("COURSE_ROOT")
     if env:
         return Path(env).expanduser().resolve()
-    cwd = Path.cwd().resolve()
-    for folder in (cwd, *cwd.parents):
+    try:
+        cwd = Path.cwd().resolve()
+    except OSError:  # the current folder was removed
+        cwd = None
+    for folder in (cwd, *cwd.parents) if cwd else ():
         if (folder / "exercises").is_dir() and (folder / "notebooks").is_dir():
             return folder
     here = Path(__file__).resolve().parent.parent
