@@ -11,6 +11,7 @@ where it must not (were the sandbox broken) is an empty one with a unique name, 
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -271,8 +272,8 @@ def test_without_a_sandbox_a_room_is_refused_and_graded_only_when_told(tmp_path)
         "grade", str(room), "--out", str(out), "--task", "vector_add", "--unsandboxed", progress=progress, env=no_bwrap
     )
     assert graded.returncode == 0, graded.stdout + graded.stderr
-    rows = out.read_text().splitlines()
-    assert rows[0].endswith(",sandboxed") and rows[1].endswith(",no") and ",pass," in rows[1]
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert rows[0]["sandboxed"] == "no" and rows[0]["status"] == "pass"
     assert "WITHOUT the sandbox" in (tmp_path / "grades.summary.md").read_text()
     checked = run_course("check", "vector_add", "--source", str(room / "ada"), progress=progress, env=no_bwrap)
     assert checked.returncode == 0 and "was graded without the sandbox" in checked.stdout
@@ -285,7 +286,7 @@ def test_a_room_is_graded_in_the_sandbox_and_says_so(tmp_path):
     out = tmp_path / "grades.csv"
     run = run_course("grade", str(room), "--out", str(out), "--task", "vector_add", progress=tmp_path / "p.json")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert out.read_text().splitlines()[1].endswith(",yes")
+    assert next(csv.DictReader(out.open(newline="")))["sandboxed"] == "yes"
     assert "graded in the sandbox: bubblewrap" in (tmp_path / "grades.summary.md").read_text()
 
 
