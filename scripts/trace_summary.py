@@ -3,7 +3,8 @@
     python scripts/trace_summary.py results/grader_h200/speed_2026-12-04_dedupe/room/trace.jsonl.gz
 
 Prints the tasks graded, the job-seconds, the learners' own runs, the GPU lock's waits and holds (shared
-for steps, alone for timing) and the CPUs' use (the ``cpu`` samples). The figures of results/ READMEs
+for steps, alone for timing) and the CPUs' use (the ``cpu`` samples), with the core-seconds it comes to
+in all and per GPU job. The figures of results/ READMEs
 that quote a trace come from here."""
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ def summary(events: list[dict]) -> dict:
         }
     if cpu:
         out["cpu_busy"] = {"samples": len(cpu), "mean": round(sum(cpu) / len(cpu), 3), "min": min(cpu), "max": max(cpu)}
+        # the CPU work of the run: the mean busy fraction of all the cores over its span, and per GPU job
+        cores = max((e.get("cores") or 0 for e in of("cpu")), default=0)
+        if cores:
+            core_s = sum(cpu) / len(cpu) * cores * out["span_s"]
+            gpu_jobs = sum(1 for e in of("task result") if str(e.get("task", "")).endswith("/gpu"))
+            out["cpu_core_s"] = round(core_s)
+            if gpu_jobs:
+                out["core_s_per_gpu_job"] = round(core_s / gpu_jobs, 1)
     return out
 
 

@@ -787,15 +787,18 @@ def test_the_trace_summary_adds_up_what_the_trace_says(tmp_path):
         {"t": 1.0, "event": "gpu shared", "waited_s": 0.5, "held_s": 1.0},
         {"t": 2.0, "event": "gpu alone", "waited_s": 3.0, "held_s": 0.25},
         {"t": 3.0, "event": "case", "ran_s": 4.0},
-        {"t": 4.0, "event": "cpu", "busy": 0.25},
-        {"t": 5.0, "event": "cpu", "busy": 0.75},
-        {"t": 6.0, "event": "task result"},
+        {"t": 4.0, "event": "cpu", "busy": 0.25, "cores": 4},
+        {"t": 5.0, "event": "cpu", "busy": 0.75, "cores": 4},
+        {"t": 6.0, "event": "task result", "task": "vector_add/gpu"},
+        {"t": 6.5, "event": "task result", "task": "vector_add/cpu"},
         {"t": 9.0, "event": "task graded ended", "seconds": 7.5},
     ]
     path = tmp_path / "trace.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in lines))
     got = module.summary(module.read(path))
-    assert got["span_s"] == 9.0 and got["tasks_graded"] == 1 and got["job_s"] == 7.5 and got["learner_runs_s"] == 4.0
+    assert got["span_s"] == 9.0 and got["tasks_graded"] == 2 and got["job_s"] == 7.5 and got["learner_runs_s"] == 4.0
     assert got["gpu_shared"] == {"holds": 2, "waited_s": 2.0, "held_s": 3.0}
     assert got["gpu_alone"] == {"holds": 1, "waited_s": 3.0, "held_s": 0.2}
     assert got["cpu_busy"] == {"samples": 2, "mean": 0.5, "min": 0.25, "max": 0.75}
+    # half of 4 cores over 9 s: 18 core-seconds, for the one GPU job (the bounds check's CPU run is no GPU job)
+    assert got["cpu_core_s"] == 18 and got["core_s_per_gpu_job"] == 18.0
