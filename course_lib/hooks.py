@@ -109,6 +109,9 @@ def running_program() -> tuple[int | None, list[int] | None]:
 # that returns SKIP stops that launch: it does not run (compilation.recorded_launches).
 launch_listeners: list = []
 SKIP = object()
+# Called before each launch through a wrapped ``run`` (the grader's GPU worker: take back its share of
+# the GPU if a compile that failed, and was caught, left it let go); None: nothing to call.
+before_run = None
 
 
 def _triton_code(fn) -> bool:
@@ -291,6 +294,8 @@ def _wrap_run(cls, bounds: bool = True) -> None:
     original = cls.run
 
     def run(self, *args, **kwargs):
+        if before_run is not None:
+            before_run()
         w = current_watch()
         if w is not None and w.depth == 0 and not kwargs.get("warmup", False):
             w.launches.append(_kernel_name(self))

@@ -115,8 +115,10 @@ def test_time_waited_for_the_gpu_does_not_count_against_the_step(cache):
 
 
 @pytest.mark.parametrize("with_hold", [True, False])
-def test_a_worker_that_asks_for_the_gpu_for_ever_still_runs_out_of_time(cache, with_hold):
-    """The waits extend the step by at most its own limit; without a hold nothing extends it."""
+def test_a_worker_that_asks_for_the_gpu_for_ever_still_runs_out_of_time(cache, with_hold, monkeypatch):
+    """The waits extend the step by at most max(its own limit, MIN_GPU_EXTENSION_S) (here 0.5 s);
+    without a hold nothing extends it."""
+    monkeypatch.setattr(isolation, "MIN_GPU_EXTENSION_S", 0.5)
     session, worker_end = _session_and_worker_end()
     stop = threading.Event()
 
@@ -142,7 +144,8 @@ def test_a_worker_that_asks_for_the_gpu_for_ever_still_runs_out_of_time(cache, w
     thread.start()
     began = time.monotonic()
     with SlowHold(KEY) as hold:
-        with pytest.raises(isolation._Late):
+        # it runs out of time, or (answered at once, without a hold) of requests first
+        with pytest.raises((isolation._Late, isolation._TooMuch)):
             session.ask({"kind": "case"}, 0.5, "case_done", hold=hold if with_hold else None)
     took = time.monotonic() - began
     stop.set()
@@ -237,16 +240,94 @@ def test_the_worker_asks_once_from_its_own_thread_and_waits_for_the_grant():
 def test_the_worker_hooks_triton_only_where_it_compiles_for_a_gpu():
     import triton
 
+    from course_lib import hooks
+
     knobs = triton.knobs.runtime
-    saved = knobs.jit_cache_hook, knobs.jit_post_compile_hook
+    saved = knobs.jit_cache_hook, knobs.jit_post_compile_hook, hooks.before_run
     try:
         for mode, hooked in (("cpu", False), ("gpu", True)):
-            knobs.jit_cache_hook = knobs.jit_post_compile_hook = None
+            knobs.jit_cache_hook = knobs.jit_post_compile_hook = hooks.before_run = None
             w = worker._Worker(None, {"file": "x.py", "mode": mode})
             assert (knobs.jit_cache_hook == w.hold.off) is hooked
             assert (knobs.jit_post_compile_hook == w.hold.on) is hooked
+            assert (hooks.before_run == w.hold.on) is hooked
     finally:
-        knobs.jit_cache_hook, knobs.jit_post_compile_hook = saved
+        knobs.jit_cache_hook, knobs.jit_post_compile_hook, hooks.before_run = saved
+
+
+def test_each_launch_first_takes_back_what_a_failed_compile_let_go():
+    """A compile that raised calls no post-compile hook (an autotuner catches it and tries the next
+    config): the course's launch wrapper calls hooks.before_run before every launch."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from course_lib import hooks
+
+    @triton.jit
+    def fill(out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, 1.0, mask=offsets < n)
+
+    calls = []
+    saved = hooks.before_run
+    hooks.before_run = lambda: calls.append(1)
+    try:
+        out = torch.zeros(8)
+        fill[(1,)](out, 8, BLOCK=8)
+    finally:
+        hooks.before_run = saved
+    assert calls and out.sum().item() == 8
+
+
+def test_a_worker_that_asks_and_never_reads_is_stopped(cache):
+    """Each answer is bytes in the worker's socket: a flood of requests from a worker that never reads
+    them would fill it and block the grader for ever; past MAX_GPU_REQUESTS the step ends."""
+    session, worker_end = _session_and_worker_end()
+
+    def worker_side():
+        try:
+            _receive(worker_end)
+            for _ in range(isolation.MAX_GPU_REQUESTS + 5):
+                _send(worker_end, {"kind": "gpu_on"})
+        except OSError:
+            return
+
+    thread = threading.Thread(target=worker_side, daemon=True)
+    thread.start()
+    began = time.monotonic()
+    with pytest.raises(isolation._TooMuch):
+        session.ask({"kind": "case"}, 30.0, "case_done")
+    assert time.monotonic() - began < 20
+    session.receive.close()
+    thread.join(5)
+
+
+def test_waiting_for_the_gpu_is_not_looking_hung(cache):
+    session, worker_end = _session_and_worker_end()
+    slow = []
+
+    class SlowHold(tiers.SharedHold):
+        def on(self) -> float:
+            if self.held:
+                return 0.0
+            time.sleep(1.0)
+            return super().on() + 1.0
+
+    def worker_side():
+        _receive(worker_end)
+        _send(worker_end, {"kind": "gpu_off"})
+        _send(worker_end, {"kind": "gpu_on"})
+        _receive(worker_end)
+        time.sleep(0.2)
+        _send(worker_end, {"kind": "case_done"})
+
+    thread = threading.Thread(target=worker_side)
+    thread.start()
+    with SlowHold(KEY) as hold:
+        session.ask({"kind": "case"}, 1.0, "case_done", on_slow=lambda: slow.append(1), hold=hold)
+    thread.join(10)
+    assert not slow, "a step that waited 1 s for other jobs' timing is not hung"
 
 
 # on a GPU: the real hooks -----------------------------------------------------------------------

@@ -70,6 +70,8 @@ MAX_FILE_BYTES = 1 << 20  # a task file: no exercise is anywhere near 1 MiB
 # what a GPU worker may send in the middle of a step (``_Session.ask``): it lets the GPU go while Triton
 # compiles a kernel, and takes it back before the kernel launches (worker._GpuHold)
 GPU_REQUESTS = ("gpu_off", "gpu_on")
+MAX_GPU_REQUESTS = 1000  # in one step: a compile is two; an autotuner's dozens of configs, a few dozen
+MIN_GPU_EXTENSION_S = 60.0  # a step's time waited for the GPU is not its own, up to max(limit, this)
 SLOW_FRACTION = 0.5  # of a step's limit: a worker still silent then looks hung (``Worker.on_slow``)
 
 
@@ -386,6 +388,7 @@ class _Session:
         deadline = time.monotonic() + limit
         slow_at = time.monotonic() + SLOW_FRACTION * limit if on_slow is not None else None
         extended = 0.0
+        requests = 0
         while True:
             if slow_at is not None:
                 if not select.select([self.receive.fileno()], [], [], max(slow_at - time.monotonic(), 0.0))[0]:
@@ -397,11 +400,19 @@ class _Session:
                 raise _Garbled() from e
             if not isinstance(reply, dict) or reply.get("kind") not in GPU_REQUESTS:
                 break
+            requests += 1
+            if requests > MAX_GPU_REQUESTS:
+                # each answer is bytes in the worker's socket: a worker that asks and never reads would
+                # fill it, and the grader's next answer would wait for ever
+                raise _TooMuch()
             waited = self._gpu_request(reply["kind"], hold)
-            # at most the step's own limit again: a worker that lets the GPU go and asks for it again
-            # behind every timing window of a room does not run for ever
-            deadline += min(waited, max(limit - extended, 0.0))
+            # the wait for other jobs' timing windows is not the step's time, up to its own limit again
+            # (a minute at least): a worker that lets the GPU go and asks for it again behind every
+            # timing window of a room does not run for ever
+            deadline += min(waited, max(max(limit, MIN_GPU_EXTENSION_S) - extended, 0.0))
             extended += waited
+            if slow_at is not None:
+                slow_at += waited  # waiting for the GPU is not looking hung
         accepted = (kind, "load_failed") if kind == "loaded" else (kind,)
         if not isinstance(reply, dict) or reply.get("kind") not in accepted:
             raise _Garbled()

@@ -189,6 +189,11 @@ class _GpuHold:
             runtime_knobs.jit_post_compile_hook = self.on
         except Exception:  # a Triton without these hooks: every step keeps the GPU while it compiles
             return False
+        from .. import hooks
+
+        # a compile that raised calls no post-compile hook (an autotuner catches it and goes on to the
+        # next config): the next launch takes the GPU back first
+        hooks.before_run = self.on
         return True
 
     def begin_step(self) -> None:
