@@ -280,15 +280,21 @@ def test_each_launch_first_takes_back_what_a_failed_compile_let_go():
     assert calls and out.sum().item() == 8
 
 
-def test_a_worker_that_asks_and_never_reads_is_stopped(cache):
-    """Each answer is bytes in the worker's socket: a flood of requests from a worker that never reads
-    them would fill it and block the grader for ever; past MAX_GPU_REQUESTS the step ends."""
+@pytest.mark.parametrize("requests", [isolation.MAX_GPU_REQUESTS + 5, 100_000])
+def test_a_worker_that_asks_and_never_reads_is_stopped(cache, monkeypatch, requests):
+    """Each answer is bytes in the worker's socket, which holds a few hundred: a flood of requests
+    from a worker that never reads them would block the grader's next answer for ever. The answer
+    that does not fit in time ends the step (_Late), as do more than MAX_GPU_REQUESTS (_TooMuch)."""
+    monkeypatch.setattr(isolation, "SEND_WITHIN_S", 0.5)
     session, worker_end = _session_and_worker_end()
+    stop = threading.Event()
 
     def worker_side():
         try:
             _receive(worker_end)
-            for _ in range(isolation.MAX_GPU_REQUESTS + 5):
+            for _ in range(requests):
+                if stop.is_set():
+                    return
                 _send(worker_end, {"kind": "gpu_on"})
         except OSError:
             return
@@ -296,11 +302,58 @@ def test_a_worker_that_asks_and_never_reads_is_stopped(cache):
     thread = threading.Thread(target=worker_side, daemon=True)
     thread.start()
     began = time.monotonic()
-    with pytest.raises(isolation._TooMuch):
+    with pytest.raises((isolation._Late, isolation._TooMuch)):
         session.ask({"kind": "case"}, 30.0, "case_done")
-    assert time.monotonic() - began < 20
+    assert time.monotonic() - began < 10
+    stop.set()
     session.receive.close()
     thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_a_message_to_a_worker_that_reads_nothing_is_late_not_waited_for(monkeypatch):
+    """The grader's every send has a deadline: a full socket is _Late, and ending such a worker
+    (close: "exit", then a kill) does not wait on it."""
+    session, worker_end = _session_and_worker_end()
+    filler = {"kind": "case", "pad": "x" * 4096}
+    began = time.monotonic()
+    with pytest.raises(isolation._Late):
+        for _ in range(10_000):
+            session.send(filler, within=0.3)
+    assert time.monotonic() - began < 10
+
+    class _Killable(_Alive):
+        killed = False
+
+        def join(self, timeout=None):
+            return None
+
+        def kill(self):
+            self.killed = True
+
+    session.proc = _Killable()
+    session.log_path = os.devnull
+    began = time.monotonic()
+    session.close()
+    assert time.monotonic() - began < 5 and session.proc.killed
+    worker_end.close()
+
+
+def test_a_descriptor_still_reaches_the_worker(tmp_path):
+    """send_fd writes what multiprocessing.reduction.recv_handle reads (the case files go this way)."""
+    from multiprocessing import reduction
+
+    session, worker_end = _session_and_worker_end()
+    path = tmp_path / "case.bin"
+    path.write_bytes(b"case bytes")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        session.send_fd(fd)
+    finally:
+        os.close(fd)
+    got = reduction.recv_handle(worker_end)
+    with os.fdopen(got, "rb") as f:
+        assert f.read() == b"case bytes"
 
 
 def test_waiting_for_the_gpu_is_not_looking_hung(cache):

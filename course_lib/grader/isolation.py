@@ -19,6 +19,7 @@ task reported as hung; one that dies is reported with its exit code or signal, a
 
 from __future__ import annotations
 
+import array
 import contextlib
 import hashlib
 import json
@@ -35,7 +36,6 @@ import threading
 import time
 import types
 from dataclasses import dataclass, field
-from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -72,6 +72,7 @@ MAX_FILE_BYTES = 1 << 20  # a task file: no exercise is anywhere near 1 MiB
 GPU_REQUESTS = ("gpu_off", "gpu_on")
 MAX_GPU_REQUESTS = 1000  # in one step: a compile is two; an autotuner's dozens of configs, a few dozen
 MIN_GPU_EXTENSION_S = 60.0  # a step's time waited for the GPU is not its own, up to max(limit, this)
+SEND_WITHIN_S = 10.0  # a message to a worker: a worker that reads nothing is late, not waited for
 SLOW_FRACTION = 0.5  # of a step's limit: a worker still silent then looks hung (``Worker.on_slow``)
 
 
@@ -319,17 +320,45 @@ class _Session:
         self.watchdog.start()
         self.send(setup)
 
-    def send(self, message: dict) -> None:
-        try:
-            self.receive.send_bytes(json.dumps(message).encode())
-        except (OSError, ValueError) as e:
-            raise _Gone() from e
+    def send(self, message: dict, within: float = SEND_WITHIN_S) -> None:
+        """``message`` in multiprocessing's framing (a 4-byte length, then the bytes), all of it into the
+        socket within ``within`` seconds (_Late): a worker that never reads its end would otherwise
+        block the grader for ever once the socket is full (a few hundred small messages)."""
+        data = json.dumps(message).encode()
+        self._write(struct.pack("!i", len(data)) + data, None, time.monotonic() + within)
 
-    def send_fd(self, fd: int) -> None:
+    def send_fd(self, fd: int, within: float = SEND_WITHIN_S) -> None:
+        """The descriptor ``fd``, as ``multiprocessing.reduction.recv_handle`` reads it, within ``within``."""
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
+        self._write(bytes([1]), rights, time.monotonic() + within)
+
+    def _write(self, data: bytes, rights: list | None, deadline: float) -> None:
+        """Write ``data`` (with the descriptors ``rights`` on its first byte) by ``deadline``, never
+        blocking: each write takes what the socket has room for now."""
         try:
-            reduction.send_handle(self.receive, fd, self.proc.pid)
+            fd = self.receive.fileno()
+            sock = socket.socket(fileno=os.dup(fd))  # a second descriptor: closing it leaves the Connection's
         except (OSError, ValueError) as e:
             raise _Gone() from e
+        view = memoryview(data)
+        with sock:
+            while view:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([], [fd], [], left)[1]:
+                    if not self.proc.is_alive():
+                        raise _Gone()
+                    raise _Late()
+                try:
+                    if rights is not None:
+                        sent = sock.sendmsg([view], rights, socket.MSG_DONTWAIT)
+                        rights = None
+                    else:
+                        sent = sock.send(view, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue
+                except OSError as e:
+                    raise _Gone() from e
+                view = view[sent:]
 
     def _exactly(self, n: int, deadline: float) -> bytes:
         """``n`` bytes from the worker by ``deadline`` (_Late), or _Gone if it closes its end first."""
@@ -381,11 +410,11 @@ class _Session:
         go) and that it is about to launch again ("gpu_on": the hold is taken back, then granted). The
         time waited for the GPU does not count against ``limit``. Without a ``hold`` (a timing window,
         inside the exclusive hold; CPU mode) the worker is granted the GPU at once."""
-        if message is not None:
-            self.send(message)
-        if fd is not None:
-            self.send_fd(fd)
         deadline = time.monotonic() + limit
+        if message is not None:
+            self.send(message, within=max(limit, 1.0))
+        if fd is not None:
+            self.send_fd(fd, within=max(limit, 1.0))
         slow_at = time.monotonic() + SLOW_FRACTION * limit if on_slow is not None else None
         extended = 0.0
         requests = 0
@@ -435,13 +464,14 @@ class _Session:
         waited = hold.on() if hold is not None else 0.0
         if trace.on() and not was_held:
             trace.event("gpu taken back", waited_s=round(waited, 4))
-        self.send({"kind": "gpu_granted"})
+        # the worker waits for this answer; one that never reads fills its socket and the step ends
+        self.send({"kind": "gpu_granted"}, within=SEND_WITHIN_S)
         return waited
 
     def close(self) -> str:
         """End the worker (politely, then by force) and return what it printed."""
-        with contextlib.suppress(_Gone):
-            self.send({"kind": "exit"})
+        with contextlib.suppress(_Gone, _Late):
+            self.send({"kind": "exit"}, within=1.0)  # a worker that reads nothing is killed below
         self.proc.join(timeout=2)
         if self.proc.is_alive():
             self.proc.kill()
