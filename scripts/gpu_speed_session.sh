@@ -2,6 +2,7 @@
 # Issue 22 on a GPU, in one call per step: speed tiers, correct alternatives, and a room's time.
 #   OUT=/some/dir bash scripts/gpu_speed_session.sh [steps...]
 # steps, run in the order given (default: check slow good): doctor overhead check slow good wrong room
+#   wrong_room good_room many_launches: the sweeps graded as rooms (grade, sandboxed), and the slowest good file
 # CHECK_AGAIN=0: the check step grades once (the first time on a machine measures limits and bars)
 # FIRST_S / AGAIN_S: cut the check step's first / second run after this many seconds (default: none)
 #   room_start  the room in a process session of its own (it outlives the call, on a machine kept warm);
@@ -94,6 +95,28 @@ step_wrong() {
     done
   done
   echo "wrong submissions that passed: $(grep -c '^PASS' "$OUT/wrong.txt")"
+}
+# the same sweeps graded as rooms (each folder a learner, sandboxed, COURSE_GPU_JOBS at once): minutes, not an hour
+step_wrong_room() {
+  timed "tests/wrong graded as a room (COURSE_PERF=0)" \
+    env COURSE_PERF=0 $py -m course_lib grade tests/wrong --quiet --out "$OUT/wrong_room.csv" > "$OUT/wrong_room.txt" 2>&1
+  $py scripts/sweep_verdicts.py "$OUT/wrong_room.csv" --none-may-pass | tee "$OUT/wrong_room_verdicts.txt"
+}
+step_good_room() {
+  local room="${TMPDIR:-/tmp}/course-good-room"
+  rm -rf "$room" && mkdir -p "$room"
+  for folder in tests/good/*/ tests/slow/*/; do
+    [ "$(basename "$folder")" = many_launches ] && continue # its own step: minutes of launches
+    cp -r "$folder" "$room/$(basename "$(dirname "$folder")")_$(basename "$folder")"
+  done
+  timed "tests/good and tests/slow graded as a room" \
+    $py -m course_lib grade "$room" --quiet --out "$OUT/good_room.csv" > "$OUT/good_room.txt" 2>&1
+  $py scripts/sweep_verdicts.py "$OUT/good_room.csv" --all-must-pass | tee "$OUT/good_room_verdicts.txt"
+}
+step_many_launches() {
+  timed "many_launches (524,288 launches a call at the timed shape)" \
+    timeout "${MANY_S:-420}" $py -m course_lib check vector_add --source tests/good/many_launches > "$OUT/many_launches.txt" 2>&1
+  grep -E "^(PASS|FAIL|HANG|CRASH|GPU)|speed:" "$OUT/many_launches.txt" | cut -c1-220
 }
 step_room() {
   timed "room 40 x 22, --speed-points" \

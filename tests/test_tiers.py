@@ -802,3 +802,33 @@ def test_the_trace_summary_adds_up_what_the_trace_says(tmp_path):
     assert got["cpu_busy"] == {"samples": 2, "mean": 0.5, "min": 0.25, "max": 0.75}
     # half of 4 cores over 9 s: 18 core-seconds, for the one GPU job (the bounds check's CPU run is no GPU job)
     assert got["cpu_core_s"] == 18 and got["core_s_per_gpu_job"] == 18.0
+
+
+def test_the_sweep_verdicts_flag_a_wrong_file_that_passed_and_a_correct_one_that_did_not(tmp_path, capsys):
+    """scripts/sweep_verdicts.py reads a room's gradebook: files not handed in are left out, and each
+    rule fails on the row that breaks it."""
+    import csv
+    import importlib.util
+
+    from course_lib.grader import roster
+
+    spec = importlib.util.spec_from_file_location("sweep_verdicts", HERE.parent / "scripts" / "sweep_verdicts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def gradebook(statuses: dict[str, str]) -> str:
+        path = tmp_path / f"grades-{len(list(tmp_path.iterdir()))}.csv"
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=roster.COLUMNS)
+            writer.writeheader()
+            for learner, status in statuses.items():
+                writer.writerow({"student_id": learner, "assignment": "vector_add", "status": status, "message": "m"})
+        return str(path)
+
+    assert roster.MISSING == module.NOT_HANDED_IN
+    assert module.main([gradebook({"a": "fail", "b": "crash", "c": roster.MISSING}), "--none-may-pass"]) == 0
+    assert "2 files" in capsys.readouterr().out
+    assert module.main([gradebook({"a": "fail", "b": "pass"}), "--none-may-pass"]) == 1
+    assert module.main([gradebook({"a": "pass", "c": roster.MISSING}), "--all-must-pass"]) == 0
+    assert module.main([gradebook({"a": "pass", "b": "timeout"}), "--all-must-pass"]) == 1
+    assert module.main([gradebook({"c": roster.MISSING}), "--all-must-pass"]) == 1  # nothing graded is no proof
