@@ -36,13 +36,17 @@ def main(argv: list[str] | None = None) -> int:
         passed = row["status"] == "pass"
         bad = passed if args.none_may_pass else not passed
         tier = f" [{row['speed_tier']} {row['time_us']} us]" if row.get("speed_tier") else ""
-        mark = "  <-- " + ("a wrong file passed" if args.none_may_pass else "a correct file did not pass") if bad else ""
+        mark = (
+            "  <-- " + ("a wrong file passed" if args.none_may_pass else "a correct file did not pass") if bad else ""
+        )
         print(f"{row['student_id']} / {row['assignment']}: {row['status'].upper()}{tier} {row['message'][:160]}{mark}")
         if bad:
             broken.append(row)
     counts = collections.Counter(row["status"] for row in rows)
     print(f"{len(rows)} files: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
-    print(("wrong files that passed: " if args.none_may_pass else "correct files that did not pass: ") + str(len(broken)))
+    print(
+        ("wrong files that passed: " if args.none_may_pass else "correct files that did not pass: ") + str(len(broken))
+    )
     return 1 if broken else 0
 
 
