@@ -131,3 +131,14 @@ def returning_task(monkeypatch):
     tasks.all_tasks()  # load the real tasks first
     monkeypatch.setitem(tasks._REGISTRY, RETURNING_TASK.name, RETURNING_TASK)
     return RETURNING_TASK
+
+
+@pytest.fixture(autouse=True)
+def _the_machine_keeps_its_dev_null():
+    """A test must never touch a path other processes use: one that removed /dev/null (the grader's
+    close() removes the worker log it was given) broke every later subprocess on the machine."""
+    yield
+    import stat
+
+    mode = os.stat(os.devnull).st_mode if os.path.exists(os.devnull) else 0
+    assert stat.S_ISCHR(mode), f"{os.devnull} is no longer a character device after this test"

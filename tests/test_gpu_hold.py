@@ -273,7 +273,7 @@ def test_each_launch_first_takes_back_what_a_failed_compile_let_go():
     saved = hooks.before_run
     hooks.before_run = lambda: calls.append(1)
     try:
-        out = torch.zeros(8)
+        out = torch.zeros(8, device="cuda" if runtime.is_gpu() else "cpu")
         fill[(1,)](out, 8, BLOCK=8)
     finally:
         hooks.before_run = saved
@@ -311,7 +311,7 @@ def test_a_worker_that_asks_and_never_reads_is_stopped(cache, monkeypatch, reque
     assert not thread.is_alive()
 
 
-def test_a_message_to_a_worker_that_reads_nothing_is_late_not_waited_for(monkeypatch):
+def test_a_message_to_a_worker_that_reads_nothing_is_late_not_waited_for(tmp_path):
     """The grader's every send has a deadline: a full socket is _Late, and ending such a worker
     (close: "exit", then a kill) does not wait on it."""
     session, worker_end = _session_and_worker_end()
@@ -332,11 +332,26 @@ def test_a_message_to_a_worker_that_reads_nothing_is_late_not_waited_for(monkeyp
             self.killed = True
 
     session.proc = _Killable()
-    session.log_path = os.devnull
+    session.log_path = str(tmp_path / "worker.log")  # close() reads the log, then removes it
+    Path(session.log_path).write_text("")
     began = time.monotonic()
     session.close()
     assert time.monotonic() - began < 5 and session.proc.killed
+    assert not Path(session.log_path).exists()
     worker_end.close()
+
+
+def test_the_log_read_at_the_end_is_removed_only_if_it_is_a_plain_file(tmp_path):
+    """close() reads the worker's log and removes it; a path that is a link (or a device) stays."""
+    target = tmp_path / "kept.txt"
+    target.write_text("printed")
+    link = tmp_path / "log-link"
+    link.symlink_to(target)
+    assert isolation._read_tail(str(link)) == "printed"
+    assert link.is_symlink() and target.exists()
+    plain = tmp_path / "worker.log"
+    plain.write_text("printed")
+    assert isolation._read_tail(str(plain)) == "printed" and not plain.exists()
 
 
 def test_a_descriptor_still_reaches_the_worker(tmp_path):

@@ -28,6 +28,7 @@ import os
 import select
 import shutil
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -502,7 +503,8 @@ def _read_tail(path: str, limit: int = 4000) -> str:
         return ""
     finally:
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            if stat.S_ISREG(os.lstat(path).st_mode):  # the job's own log file: never a device or a link
+                os.unlink(path)
     text = claims.visible(text)
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
