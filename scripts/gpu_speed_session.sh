@@ -99,7 +99,7 @@ step_wrong() {
 # the same sweeps graded as rooms (each folder a learner, sandboxed, COURSE_GPU_JOBS at once): minutes, not an hour
 step_wrong_room() {
   timed "tests/wrong graded as a room (COURSE_PERF=0)" \
-    env COURSE_PERF=0 $py -m course_lib grade tests/wrong --quiet --out "$OUT/wrong_room.csv" > "$OUT/wrong_room.txt" 2>&1
+    env COURSE_PERF=0 $py -m course_lib grade tests/wrong --out "$OUT/wrong_room.csv" > "$OUT/wrong_room.txt" 2>&1
   $py scripts/sweep_verdicts.py "$OUT/wrong_room.csv" --none-may-pass | tee "$OUT/wrong_room_verdicts.txt"
 }
 step_good_room() {
