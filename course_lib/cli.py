@@ -139,7 +139,7 @@ def _cmd_export(args) -> int:
                 raise export.ExportError("nbgrader keeps grades by assignment: give --assignment NAME")
             done = export.export_nbgrader(rows, args.db, args.assignment)
         elif args.to == "gradescope":
-            out = Path(args.out or "results.json")
+            out = Path(args.out) if args.out else None
             done = export.export_gradescope(rows, out, args.learner, args.visibility)
         else:
             if not args.roster:
@@ -151,6 +151,9 @@ def _cmd_export(args) -> int:
             done = export.export_canvas(rows, out, Path(args.roster), args.match, args.assignment, args.skip_unmatched)
     except export.ExportError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a folder that cannot be written, a disk that is full
+        print(f"error: cannot write {e.filename or args.out}: {e.strerror or e}", file=sys.stderr)
         return 2
     for note in done.notes:
         print(f"note: {note}")
@@ -281,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("gradebook", help="the CSV or JSON that `grade` wrote")
     e.add_argument("--to", required=True, choices=["gradescope", "canvas", "nbgrader"])
     e.add_argument(
-        "--out", help="gradescope: results.json, or a folder (one <learner>/results.json each); "
+        "--out", help="gradescope: results.json (the default for one learner), or a folder (one "
+        "<learner>/results.json each; default gradescope_results); "
         "canvas: the CSV to import (default canvas_grades.csv)",
     )  # fmt: skip
     e.add_argument("--learner", help="gradescope: only this learner's results.json")

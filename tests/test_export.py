@@ -131,6 +131,39 @@ def test_an_export_of_what_is_no_gradebook_says_so(tmp_path, capsys):
         assert err.startswith("error: ") and "Traceback" not in err
 
 
+def test_a_gradebook_edited_by_hand_or_unwritable_output_gets_a_message_not_a_traceback(tmp_path, capsys, monkeypatch):
+    """A JSON gradebook that is not a list of rows, a tier without a time, two learner names that
+    make one folder, the default --out with several learners, and an output that cannot be written."""
+    for text in ("[1, 2]", '{"rows": []}', '[{"student_id": "ada"}]'):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        assert cli.main(["export", str(bad), "--to", "gradescope"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "not a gradebook" in err, err
+    # a tier kept without its time: said, and no leaderboard entry
+    tier_only = [dict(ROWS[0], time_us=None)]
+    results = export.gradescope_results(tier_only, "ada")
+    assert "speed: expert" in results["tests"][0]["output"] and "leaderboard" not in results
+    # "a b" and "a_b" clean to one folder: refused, nothing written
+    clash = [_row("a b", "vector_add", "pass"), _row("a_b", "vector_add", "fail", "wrong")]
+    book = _gradebook(tmp_path, clash, "clash.csv")
+    assert cli.main(["export", str(book), "--to", "gradescope", "--out", str(tmp_path / "clash")]) == 2
+    assert "would both be written" in capsys.readouterr().err and not (tmp_path / "clash").exists()
+    # several learners and no --out: a folder of its own name, not a folder called results.json
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["export", str(_gradebook(tmp_path, ROWS)), "--to", "gradescope"]) == 0
+    assert (tmp_path / "gradescope_results" / "ada" / "results.json").is_file()
+    assert not (tmp_path / "results.json").exists()
+    capsys.readouterr()
+    # an output folder that cannot be written
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "ada").write_text("a file where the folder would go")
+    assert cli.main(["export", str(_gradebook(tmp_path, ROWS)), "--to", "gradescope", "--out", str(locked)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write") and "Traceback" not in err
+
+
 # Canvas -----------------------------------------------------------------------------------------
 
 ROSTER = (

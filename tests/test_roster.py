@@ -467,6 +467,40 @@ def test_identical_files_of_a_task_are_graded_once_and_each_copy_gets_its_verdic
     assert said in result.short_summary() and said in (tmp_path / "grades.summary.md").read_text()
 
 
+def test_a_kept_row_no_longer_names_a_file_that_changed_since(tmp_path):
+    """--resume keeps bob's row (his file and the seed are unchanged), but ada's file, which bob's was
+    the same as, has changed: the kept row no longer says it is the same file."""
+    room = make_room(tmp_path / "room", {"ada": dict(SOLUTION), "bob": dict(SOLUTION)})
+    out = tmp_path / "grades.csv"
+    grade(room, out, NamingGrader(), copies_once=True)
+    assert {r["assignment"]: r["same_file_as"] for r in read_csv(out) if r["student_id"] == "bob"} == {
+        "vector_add": "ada", "vector_copy": "ada",
+    }  # fmt: skip
+    (room / "ada" / "vector_add.py").write_bytes(SOLUTION["vector_add"] + b"# ada changed it\n")
+    again = grade(room, out, NamingGrader(), copies_once=True, resume=True)
+    assert ("bob", "vector_add") in again.kept
+    rows = {(r["student_id"], r["assignment"]): r for r in read_csv(out)}
+    assert rows["bob", "vector_add"]["same_file_as"] == ""  # ada's file is no longer bob's
+    assert rows["bob", "vector_copy"]["same_file_as"] == "ada"  # still the same bytes
+
+
+def test_grading_from_inside_the_room_is_refused(tmp_path, monkeypatch):
+    """A learner's folder that is a whole course copy (exercises/, notebooks/, solutions/): run from
+    there, its solutions would set the time limits and speed bars, so grade says so and grades nothing."""
+    room = make_room(tmp_path / "room", {"ada": dict(SOLUTION)})
+    for folder in ("exercises", "notebooks", "solutions"):
+        (room / "ada" / folder).mkdir()
+    monkeypatch.delenv("COURSE_ROOT", raising=False)
+    monkeypatch.chdir(room / "ada")
+    fake = FakeGrader()
+    with pytest.raises(roster.UsageError, match="inside the room"):
+        grade(room, tmp_path / "grades.csv", fake)
+    assert fake.graded == [] and not (tmp_path / "grades.csv").exists()
+    monkeypatch.setenv("COURSE_ROOT", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    grade(room, tmp_path / "grades.csv", fake)  # from the instructor's own course: graded
+    assert fake.graded
+
+
 def test_each_copy_is_graded_when_asked(tmp_path, monkeypatch):
     room = make_room(tmp_path / "room", {"ada": dict(SOLUTION), "bob": dict(SOLUTION)})
     fake = FakeGrader()

@@ -108,8 +108,11 @@ def gradescope_results(rows: list[dict], learner: str, visibility: str = "visibl
             graded += 1
             passed += status == PASS
         if row.get("speed_tier"):
-            lines.append(f"speed: {row['speed_tier']}, {row['time_us']:.1f} us a call")
-            leaderboard.append({"name": f"{task} (us)", "value": round(float(row["time_us"]), 3), "order": "asc"})
+            if row.get("time_us") is None:  # a gradebook edited by hand: the tier, without a time
+                lines.append(f"speed: {row['speed_tier']}")
+            else:
+                lines.append(f"speed: {row['speed_tier']}, {row['time_us']:.1f} us a call")
+                leaderboard.append({"name": f"{task} (us)", "value": round(float(row["time_us"]), 3), "order": "asc"})
         if row.get("same_file_as"):
             lines.append(f"(the same file as {row['same_file_as']}'s, graded once for both)")
         total += score
@@ -145,19 +148,33 @@ def gradescope_results(rows: list[dict], learner: str, visibility: str = "visibl
     return results
 
 
-def export_gradescope(rows: list[dict], out: Path, learner: str | None, visibility: str) -> Exported:
-    """One learner's results.json at ``out`` (a file); with several learners and no ``learner``, one
-    ``out/<learner>/results.json`` each (``out`` a folder)."""
+GRADESCOPE_FILE, GRADESCOPE_FOLDER = Path("results.json"), Path("gradescope_results")  # --out's defaults
+
+
+def export_gradescope(rows: list[dict], out: Path | None, learner: str | None, visibility: str) -> Exported:
+    """One learner's results.json at ``out`` (a file; default results.json); with several learners and
+    no ``learner``, one ``out/<learner>/results.json`` each (``out`` a folder; default gradescope_results)."""
     learners = _learners(rows)
     if learner is not None or len(learners) == 1:
+        out = GRADESCOPE_FILE if out is None else out
         name = learner if learner is not None else learners[0]
         results = gradescope_results(rows, name, visibility)
         path = out / "results.json" if out.is_dir() else out
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, lambda f: f.write(json.dumps(results, indent=1, ensure_ascii=False) + "\n"))
         return Exported([path], [])
+    out = GRADESCOPE_FOLDER if out is None else out
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} is a file: with {len(learners)} learners, --out is a folder (one results.json each)")
+    folders: dict[str, str] = {}
+    for name in learners:
+        folder = _safe_folder(name)
+        if folder in folders:  # "a b" and "a_b": the second would overwrite the first
+            raise ExportError(
+                f"learners {folders[folder]!r} and {name!r} would both be written to {out / folder}: "
+                "rename one in the gradebook, or export each with --learner and its own --out"
+            )
+        folders[folder] = name
     written = []
     for name in learners:
         folder = out / _safe_folder(name)

@@ -348,12 +348,13 @@ def read_rows(path: Path) -> list[dict]:
     """The rows of a gradebook this module wrote (CSV or JSON)."""
     if path.suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, list):
+        if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
             raise ValueError("not a list of rows")
     else:
         with path.open(newline="", encoding="utf-8") as f:
             data = list(csv.DictReader(f))
-    missing = [c for c in ("student_id", "assignment", "sha256", "seed", "status") if data and c not in data[0]]
+    needed = ("student_id", "assignment", "sha256", "seed", "status")
+    missing = sorted({c for row in data for c in needed if c not in row})
     if missing:
         raise ValueError(f"no column {', '.join(missing)}")
     return [_typed(row) for row in data]
@@ -687,6 +688,14 @@ def grade_room(
     start = time.perf_counter()
     grade = grade or grade_jobs
     root = Path(root).expanduser().resolve()
+    course = runtime.course_root()
+    if course == root or root in course.parents:
+        # the solutions set each task's time limits and speed bars: a learner's copy must not
+        raise UsageError(
+            f"the course folder found here, {course}, is inside the room {root} (a learner's copy of the "
+            "course): its solutions/ would set the time limits and speed bars. Run grade from your own "
+            "course folder, or set COURSE_ROOT to it"
+        )
     learners = find_learners(root)
     names = select_tasks(task_names)
     hidden_path = _load_hidden(hidden)
@@ -767,7 +776,13 @@ def grade_room(
             # a needs_gpu row is graded again: this run may have the GPU the last one lacked
             kept = old and old["status"] in GRADED_STATUSES and old["status"] != NEEDS_GPU
             if kept and old["sha256"] == check.sha256 and old["seed"] == seed:
-                decided[key] = _rescored(old, speed_points)
+                row = _rescored(old, speed_points)
+                other = row.get("same_file_as") or ""
+                if other and (
+                    other not in learners or check_file(root / other / f"{task}.py", other, task).sha256 != check.sha256
+                ):
+                    row["same_file_as"] = ""  # that learner's file changed since: no longer the same file
+                decided[key] = row
                 room.kept.add(key)
                 continue
             hashes[key] = check.sha256
