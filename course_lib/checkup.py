@@ -216,6 +216,7 @@ def run() -> list[Finding]:
     else:
         found.append(Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout"))
     found.append(sandbox_finding())
+    found.append(memory_finding(runtime.quota().memory_bytes))
     try:
         progress.update(lambda data: None)
         found.append(Finding(OK, "progress file", str(progress.progress_path())))
@@ -253,6 +254,25 @@ def gpu_generation(info: runtime.GpuInfo) -> Finding:
         f"(here their structure is checked): {names}. The others fall back to plain loads and stores below 9.0 "
         "and should run here; the course's GPU runs were all on an H200",
     )
+
+
+MEMORY_NEEDED_BYTES = 2 << 30  # a grading worker: torch's import alone maps about 1.5 GiB
+
+
+def memory_finding(limit_bytes: int | None) -> Finding:
+    """A container's memory limit (a hub's, a Binder's): below 2 GiB a grading worker, capped at
+    three quarters of it but never below 1.5 GiB (torch needs that much to import), can exhaust it."""
+    if limit_bytes is None:
+        return Finding(OK, "memory", "no container limit")
+    gib = limit_bytes / 2**30
+    if limit_bytes < MEMORY_NEEDED_BYTES:
+        return Finding(
+            WARN,
+            "memory",
+            f"this container may use {gib:.1f} GiB: checking a task starts a worker that needs about 1.5 GiB "
+            "besides the notebook's own; ask for 2 GiB or more (a hub's mem_limit)",
+        )
+    return Finding(OK, "memory", f"{gib:.1f} GiB container limit")
 
 
 def sandbox_finding() -> Finding:

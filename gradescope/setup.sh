@@ -4,6 +4,7 @@
 # machines have no GPU: Hopper-only tasks are reported "not graded here", never scored 0), and
 # bubblewrap, the grader's sandbox.
 set -euo pipefail
+apt-get update -q
 apt-get install -y -q bubblewrap python3-venv
 cd /autograder/source/course
 python3 -m venv .venv

@@ -88,3 +88,12 @@ def test_one_install_grades_each_users_own_copy(tmp_path):
         assert progress["tasks"]["vector_copy"]["last_status"] == ("pass" if name == "ada" else "todo"), progress
     assert seen == {"ada": "PASS", "bob": "TODO"}
     assert not (ROOT / "notebooks" / "progress.json").exists()
+
+
+def test_the_doctor_warns_of_a_container_too_small_to_grade_in():
+    from course_lib import checkup
+
+    assert checkup.memory_finding(None).level == checkup.OK
+    assert checkup.memory_finding(4 * 2**30).level == checkup.OK
+    small = checkup.memory_finding(1 * 2**30)
+    assert small.level == checkup.WARN and "2 GiB or more" in small.detail

@@ -52,7 +52,9 @@ from .shared import CaseFileDamaged, SharedCase, tensor_from_bytes
 def child_memory_bytes() -> int:
     """The address space a CPU-mode worker may map: COURSE_CHILD_MEMORY_GB, else 6 GiB, cut to three
     quarters of a container's memory limit (a Binder's 2 GB): past it the worker's allocation fails
-    and the task fails with a message, where a container's limit would kill the whole grader."""
+    and the task fails with a message, where a container's limit would kill the whole grader. Never
+    below 1.5 GiB, which torch's import needs: a container under 2 GiB is too small, and the doctor
+    says so (checkup.memory_finding)."""
     setting = os.environ.get("COURSE_CHILD_MEMORY_GB")
     if setting:
         return int(float(setting) * 2**30)
