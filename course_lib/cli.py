@@ -153,7 +153,7 @@ def _cmd_export(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a folder that cannot be written, a disk that is full
-        print(f"error: cannot write {e.filename or args.out}: {e.strerror or e}", file=sys.stderr)
+        print(f"error: cannot write {e.filename or args.out or 'the export'}: {e.strerror or e}", file=sys.stderr)
         return 2
     for note in done.notes:
         print(f"note: {note}")

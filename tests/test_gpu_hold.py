@@ -341,6 +341,64 @@ def test_a_message_to_a_worker_that_reads_nothing_is_late_not_waited_for(tmp_pat
     worker_end.close()
 
 
+def test_a_reply_waiting_when_the_extended_deadline_has_passed_is_read_not_late(cache, monkeypatch):
+    """A wait for the GPU longer than the extension cap leaves the step's deadline behind it; a worker
+    that answered at once is not hung for that (found by a review: it was reported as a TIMEOUT)."""
+    monkeypatch.setattr(isolation, "MIN_GPU_EXTENSION_S", 0.1)
+    session, worker_end = _session_and_worker_end()
+
+    class SlowHold(tiers.SharedHold):
+        def on(self) -> float:
+            if self.held:
+                return 0.0
+            time.sleep(1.5)  # behind other jobs' timing windows, past limit + cap
+            return super().on() + 1.5
+
+    def worker_side():
+        _receive(worker_end)
+        _send(worker_end, {"kind": "gpu_off"})
+        _send(worker_end, {"kind": "gpu_on"})
+        _receive(worker_end)
+        _send(worker_end, {"kind": "case_done", "x": 2})
+
+    thread = threading.Thread(target=worker_side)
+    thread.start()
+    with SlowHold(KEY) as hold:
+        reply, _ = session.ask({"kind": "case"}, 0.3, "case_done", hold=hold)
+    thread.join(10)
+    assert reply["x"] == 2
+
+
+def test_a_worker_that_trickles_its_reply_past_the_deadline_is_cut_off(cache):
+    """What has arrived by the deadline is read for READ_GRACE_S more, no longer: a header that
+    promises many bytes, then one byte now and then, is late."""
+    import struct
+
+    session, worker_end = _session_and_worker_end()
+    stop = threading.Event()
+
+    def worker_side():
+        _receive(worker_end)
+        # Connection's framing: a 4-byte length, then the bytes
+        os.write(worker_end.fileno(), struct.pack("!i", 10_000) + b"{")
+        while not stop.is_set():
+            try:
+                os.write(worker_end.fileno(), b" ")
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=worker_side, daemon=True)
+    thread.start()
+    began = time.monotonic()
+    with pytest.raises(isolation._Late):
+        session.ask({"kind": "case"}, 0.5, "case_done")
+    assert time.monotonic() - began < 0.5 + 2 * isolation.READ_GRACE_S + 1
+    stop.set()
+    session.receive.close()
+    thread.join(5)
+
+
 def test_the_log_read_at_the_end_is_removed_only_if_it_is_a_plain_file(tmp_path):
     """close() reads the worker's log and removes it; a path that is a link (or a device) stays."""
     target = tmp_path / "kept.txt"

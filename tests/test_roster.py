@@ -482,6 +482,13 @@ def test_a_kept_row_no_longer_names_a_file_that_changed_since(tmp_path):
     rows = {(r["student_id"], r["assignment"]): r for r in read_csv(out)}
     assert rows["bob", "vector_add"]["same_file_as"] == ""  # ada's file is no longer bob's
     assert rows["bob", "vector_copy"]["same_file_as"] == "ada"  # still the same bytes
+    # ada's folder replaced by a link to a copy of itself: a link is never read, so no longer "the same"
+    shutil.copytree(room / "ada", tmp_path / "elsewhere")
+    shutil.rmtree(room / "ada")
+    (room / "ada").symlink_to(tmp_path / "elsewhere")
+    grade(room, out, NamingGrader(), copies_once=True, resume=True)
+    rows = {(r["student_id"], r["assignment"]): r for r in read_csv(out)}
+    assert rows["bob", "vector_copy"]["same_file_as"] == "" and rows["ada", "vector_copy"]["status"] == "not_a_file"
 
 
 def test_grading_from_inside_the_room_is_refused(tmp_path, monkeypatch):

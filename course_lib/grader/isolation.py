@@ -75,6 +75,7 @@ MAX_FILE_BYTES = 1 << 20  # a task file: no exercise is anywhere near 1 MiB
 GPU_REQUESTS = ("gpu_off", "gpu_on")
 MAX_GPU_REQUESTS = 1000  # in one step: a compile is two; an autotuner's dozens of configs, a few dozen
 MIN_GPU_EXTENSION_S = 60.0  # a step's time waited for the GPU is not its own, up to max(limit, this)
+READ_GRACE_S = 1.0  # a reply already waiting when a step's deadline has passed: read, not late
 SEND_WITHIN_S = 10.0  # a message to a worker: a worker that reads nothing is late, not waited for
 SLOW_FRACTION = 0.5  # of a step's limit: a worker still silent then looks hung (``Worker.on_slow``)
 
@@ -155,6 +156,10 @@ class _Late(Exception):
 
 class _TooMuch(Exception):
     """The worker sent a message larger than any the grader's worker code sends."""
+
+
+class _TooManyRequests(_TooMuch):
+    """The worker asked for the GPU more often in one step than any compile or autotuner does."""
 
 
 class _Garbled(Exception):
@@ -340,8 +345,13 @@ class _Session:
         blocking: each write takes what the socket has room for now."""
         try:
             fd = self.receive.fileno()
-            sock = socket.socket(fileno=os.dup(fd))  # a second descriptor: closing it leaves the Connection's
+            second = os.dup(fd)  # a descriptor of its own: closing the socket leaves the Connection's
         except (OSError, ValueError) as e:
+            raise _Gone() from e
+        try:
+            sock = socket.socket(fileno=second)
+        except OSError as e:
+            os.close(second)
             raise _Gone() from e
         view = memoryview(data)
         with sock:
@@ -367,9 +377,13 @@ class _Session:
         """``n`` bytes from the worker by ``deadline`` (_Late), or _Gone if it closes its end first."""
         fd = self.receive.fileno()
         chunks, got = [], 0
+        # past the deadline, what has arrived is still read, for READ_GRACE_S (a step that waited long for
+        # the GPU may find its worker's reply waiting): only a worker with nothing sent is late, and one
+        # that trickles bytes is cut off all the same
+        deadline = max(deadline, time.monotonic() + READ_GRACE_S) if deadline <= time.monotonic() else deadline
         while got < n:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            left = max(deadline - time.monotonic(), 0.0)
+            if not select.select([fd], [], [], left)[0]:
                 if not self.proc.is_alive():
                     raise _Gone()
                 raise _Late()
@@ -423,20 +437,24 @@ class _Session:
         requests = 0
         while True:
             if slow_at is not None:
-                if not select.select([self.receive.fileno()], [], [], max(slow_at - time.monotonic(), 0.0))[0]:
-                    on_slow()
-                    slow_at = None
+                until = min(slow_at, deadline)  # never past the step's own deadline
+                if not select.select([self.receive.fileno()], [], [], max(until - time.monotonic(), 0.0))[0]:
+                    if time.monotonic() >= slow_at:
+                        on_slow()
+                        slow_at = None
             try:
                 reply = json.loads(self._bytes(max(deadline - time.monotonic(), 0.0), MAX_REPLY_BYTES).decode())
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
                 raise _Garbled() from e
             if not isinstance(reply, dict) or reply.get("kind") not in GPU_REQUESTS:
                 break
+            if time.monotonic() > deadline:
+                raise _Late()  # out of time, waits included: only the step's reply is read past the deadline
             requests += 1
             if requests > MAX_GPU_REQUESTS:
                 # each answer is bytes in the worker's socket: a worker that asks and never reads would
                 # fill it, and the grader's next answer would wait for ever
-                raise _TooMuch()
+                raise _TooManyRequests()
             waited = self._gpu_request(reply["kind"], hold)
             # the wait for other jobs' timing windows is not the step's time, up to its own limit again
             # (a minute at least): a worker that lets the GPU go and asks for it again behind every
@@ -702,9 +720,12 @@ def _graded(
             except _Gone:
                 raise _Stop(_ended(result, phase, session.how_it_ended())) from None
             except (_TooMuch, _Garbled) as e:
-                what = (
-                    "more data than any report holds" if isinstance(e, _TooMuch) else "a report that is no JSON object"
-                )
+                if isinstance(e, _TooManyRequests):
+                    what = f"more than {MAX_GPU_REQUESTS} requests for the GPU"
+                elif isinstance(e, _TooMuch):
+                    what = "more data than any report holds"
+                else:
+                    what = "a report that is no JSON object"
                 result.status = FAIL
                 result.summary = (
                     f"during {phase} the process running your code sent {what}: the grader's own worker code "

@@ -779,7 +779,9 @@ def grade_room(
                 row = _rescored(old, speed_points)
                 other = row.get("same_file_as") or ""
                 if other and (
-                    other not in learners or check_file(root / other / f"{task}.py", other, task).sha256 != check.sha256
+                    other not in learners
+                    or (root / other).is_symlink()  # a linked folder is never read (NOT_A_FILE above)
+                    or check_file(root / other / f"{task}.py", other, task).sha256 != check.sha256
                 ):
                     row["same_file_as"] = ""  # that learner's file changed since: no longer the same file
                 decided[key] = row
