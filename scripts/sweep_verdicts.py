@@ -12,7 +12,7 @@ import collections
 import csv
 import sys
 
-NOT_HANDED_IN = "missing"  # roster.MISSING: the learner folder has no file for that task
+from course_lib.grader.roster import MISSING as NOT_HANDED_IN  # no file for that task in the learner's folder
 
 
 def handed_in(path: str) -> list[dict]:

@@ -53,6 +53,19 @@ def _receive(conn) -> dict:
     return json.loads(conn.recv_bytes().decode())
 
 
+def _slow_hold(seconds: float) -> type:
+    """A SharedHold whose taking back waits ``seconds`` first, as behind another job's timing window."""
+
+    class SlowHold(tiers.SharedHold):
+        def on(self) -> float:
+            if self.held:
+                return 0.0
+            time.sleep(seconds)
+            return super().on() + seconds
+
+    return SlowHold
+
+
 def _lock_free_within(seconds: float) -> bool:
     """Whether a timer could hold the GPU alone within ``seconds`` (no step holds it shared)."""
     try:
@@ -92,12 +105,7 @@ def test_the_step_lets_the_gpu_go_while_the_worker_compiles_and_takes_it_back(ca
 def test_time_waited_for_the_gpu_does_not_count_against_the_step(cache):
     session, worker_end = _session_and_worker_end()
 
-    class SlowHold(tiers.SharedHold):
-        def on(self) -> float:  # the GPU is some other job's timer's for 1 s
-            if self.held:
-                return 0.0
-            time.sleep(1.0)
-            return super().on() + 1.0
+    SlowHold = _slow_hold(1.0)
 
     def worker_side():
         _receive(worker_end)
@@ -122,12 +130,7 @@ def test_a_worker_that_asks_for_the_gpu_for_ever_still_runs_out_of_time(cache, w
     session, worker_end = _session_and_worker_end()
     stop = threading.Event()
 
-    class SlowHold(tiers.SharedHold):
-        def on(self) -> float:
-            if self.held:
-                return 0.0
-            time.sleep(0.3)
-            return super().on() + 0.3
+    SlowHold = _slow_hold(0.3)
 
     def worker_side():
         try:
@@ -347,12 +350,7 @@ def test_a_reply_waiting_when_the_extended_deadline_has_passed_is_read_not_late(
     monkeypatch.setattr(isolation, "MIN_GPU_EXTENSION_S", 0.1)
     session, worker_end = _session_and_worker_end()
 
-    class SlowHold(tiers.SharedHold):
-        def on(self) -> float:
-            if self.held:
-                return 0.0
-            time.sleep(1.5)  # behind other jobs' timing windows, past limit + cap
-            return super().on() + 1.5
+    SlowHold = _slow_hold(1.5)
 
     def worker_side():
         _receive(worker_end)
@@ -433,12 +431,7 @@ def test_waiting_for_the_gpu_is_not_looking_hung(cache):
     session, worker_end = _session_and_worker_end()
     slow = []
 
-    class SlowHold(tiers.SharedHold):
-        def on(self) -> float:
-            if self.held:
-                return 0.0
-            time.sleep(1.0)
-            return super().on() + 1.0
+    SlowHold = _slow_hold(1.0)
 
     def worker_side():
         _receive(worker_end)

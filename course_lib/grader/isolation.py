@@ -380,7 +380,9 @@ class _Session:
         # past the deadline, what has arrived is still read, for READ_GRACE_S (a step that waited long for
         # the GPU may find its worker's reply waiting): only a worker with nothing sent is late, and one
         # that trickles bytes is cut off all the same
-        deadline = max(deadline, time.monotonic() + READ_GRACE_S) if deadline <= time.monotonic() else deadline
+        now = time.monotonic()
+        if deadline <= now:
+            deadline = now + READ_GRACE_S
         while got < n:
             left = max(deadline - time.monotonic(), 0.0)
             if not select.select([fd], [], [], left)[0]:
