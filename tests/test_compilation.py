@@ -305,11 +305,25 @@ def test_cold_compile_fills_the_cache_and_warm_reads_it(tmp_path):
         lambda: compilation.compile_for_args(square_kernel, ALIGNED, OUT, 4096, BLOCK_SIZE=512)
     )
     assert compilation.cache_dir() == before  # the scratch folder was only in force inside
-    assert timing.warm_s < timing.cold_s
+    assert timing.rewritten == []  # the warm compiles read the cache: they wrote nothing again
+    assert timing.warm_s < timing.cold_s  # the best of three warm compiles: a busy moment is not all of it
     suffixes = {Path(name).suffix for name, _ in timing.files}
     assert {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".json"} <= suffixes
     assert all(size > 0 for _, size in timing.files)
     assert "cold compile" in str(timing)
+
+
+def test_time_compile_names_what_a_warm_compile_wrote_again():
+    # a compile that misses the cache every time (a key that changes) writes its files again
+    calls = []
+
+    def compile_once():
+        calls.append(1)
+        return compilation.compile_for_args(square_kernel, ALIGNED, OUT, 4096, BLOCK_SIZE=64 << len(calls))
+
+    timing = compilation.time_compile(compile_once)
+    assert len(calls) == 1 + compilation.WARM_TRIES
+    assert timing.rewritten  # new files for each new key, none of them the cold compile's
 
 
 def test_using_cache_dir_with_a_given_folder(tmp_path):
