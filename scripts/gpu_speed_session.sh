@@ -111,7 +111,7 @@ step_good_room() {
   done
   timed "tests/good and tests/slow graded as a room" \
     $py -m course_lib grade "$room" --quiet --out "$OUT/good_room.csv" > "$OUT/good_room.txt" 2>&1
-  $py scripts/sweep_verdicts.py "$OUT/good_room.csv" --all-must-pass | tee "$OUT/good_room_verdicts.txt"
+  $py scripts/sweep_verdicts.py "$OUT/good_room.csv" --all-must-pass --slow slow_ | tee "$OUT/good_room_verdicts.txt"
 }
 step_many_launches() {
   timed "many_launches (524,288 launches a call at the timed shape)" \

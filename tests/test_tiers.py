@@ -816,13 +816,17 @@ def test_the_sweep_verdicts_flag_a_wrong_file_that_passed_and_a_correct_one_that
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
-    def gradebook(statuses: dict[str, str]) -> str:
+    def gradebook(statuses: dict[str, str], tiers: dict[str, str] | None = None) -> str:
         path = tmp_path / f"grades-{len(list(tmp_path.iterdir()))}.csv"
         with open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=roster.COLUMNS)
             writer.writeheader()
             for learner, status in statuses.items():
-                writer.writerow({"student_id": learner, "assignment": "vector_add", "status": status, "message": "m"})
+                tier = (tiers or {}).get(learner, "")
+                writer.writerow(
+                    {"student_id": learner, "assignment": "vector_add", "status": status, "message": "m",
+                     "speed_tier": tier, "time_us": "5" if tier else ""}
+                )  # fmt: skip
         return str(path)
 
     assert module.main([gradebook({"a": "fail", "b": "crash", "c": roster.MISSING}), "--none-may-pass"]) == 0
@@ -831,3 +835,10 @@ def test_the_sweep_verdicts_flag_a_wrong_file_that_passed_and_a_correct_one_that
     assert module.main([gradebook({"a": "pass", "c": roster.MISSING}), "--all-must-pass"]) == 0
     assert module.main([gradebook({"a": "pass", "b": "timeout"}), "--all-must-pass"]) == 1
     assert module.main([gradebook({"c": roster.MISSING}), "--all-must-pass"]) == 1  # nothing graded is no proof
+    # a deliberately slow kernel (tests/slow, a learner named slow_...) must come out "works" where it is timed
+    slow_room = {"good_x": "pass", "slow_y": "pass"}
+    args = ["--all-must-pass", "--slow", "slow_"]
+    assert module.main([gradebook(slow_room, {"good_x": "expert", "slow_y": "works"}), *args]) == 0
+    assert module.main([gradebook(slow_room), *args]) == 0  # CPU mode: no tier, nothing to say
+    assert module.main([gradebook(slow_room, {"slow_y": "expert"}), *args]) == 1
+    assert "not graded 'works'" in capsys.readouterr().out

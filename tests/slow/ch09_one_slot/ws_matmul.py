@@ -1,5 +1,7 @@
-"""A correct but slow warp-specialized matmul (tests/slow: speed tier "works"): the consumer waits for
-every wgmma to finish before it starts the next (MmaWait(pending=0) each step).
+"""A correct but slow warp-specialized matmul (tests/slow: speed tier "works"): one slot in the ring,
+and the consumer waits for every wgmma to finish (MmaWait(pending=0)) before it frees the slot. So the
+producer can load step k + 1 only once step k's wgmma has ended: loads and wgmmas take turns, nothing
+overlaps. Chapter 09's rule, (b - 1) x compute >= latency, with b = 1: no latency is hidden.
 
 out = a @ b on Hopper with explicit warp specialization, in Gluon: two cooks sharing a kitchen.
 
@@ -45,7 +47,7 @@ tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_s
 # 128 x 256 x 64 tiles, 3 slots of 48 KB (a 16 KB + b 32 KB) and a 64 KB output tile: 208 KB of the
 # H200's 227 KB of shared memory per block. On an H200 (Triton 3.6.0, 2026-12-01), 3 slots reached 98-103% of
 # cuBLAS from 8192 x 8192 x 512 to 8192^3, 2 slots 65-81% of 3 (results/experiment_gluon_ws_h200.json).
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "NUM_BUFFERS": 3, "GROUP_M": 8, "num_warps": 8}
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "NUM_BUFFERS": 1, "GROUP_M": 8, "num_warps": 8}
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
@@ -136,7 +138,7 @@ def _consumer(
             # TODO: slot of the previous step, whose wgmma has completed (none on the tile's first step).
             mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1)
             acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            # slow on purpose: no wgmma is left running, so the next one starts only after this one ends
+            # slow on purpose: one slot, freed only when its wgmma has ended: the next load waits for it
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index(s), count=1)
             # END SOLUTION
