@@ -32,6 +32,20 @@ def _ms(fn) -> float:
     return timing.bench(fn, warmup_ms=10, rep_ms=60).median_ms
 
 
+def _kernel_resources(compiled) -> dict:
+    """Registers per thread, spilled registers and shared memory of a launched kernel (what the launch
+    returned), where this Triton reports them; {} otherwise."""
+    out = {}
+    for key, value in (
+        ("n_regs", getattr(compiled, "n_regs", None)),
+        ("n_spills", getattr(compiled, "n_spills", None)),
+        ("shared_bytes", getattr(getattr(compiled, "metadata", None), "shared", None)),
+    ):
+        if isinstance(value, int):
+            out[key] = value
+    return out
+
+
 def _row(variant, shape, dtype, ms, flops=0, n_bytes=0, **extra) -> dict:
     return {
         "variant": variant,
@@ -253,21 +267,38 @@ def exp_matmul(log) -> dict:
 @triton.jit
 def lin_small_m(x_ptr, w_ptr, b_ptr, o_ptr, M, N, K, sxm, swn, som,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                EPILOGUE: tl.constexpr):  # fmt: skip
+                EPILOGUE: tl.constexpr, SEM: tl.constexpr = "relaxed", LOOP: tl.constexpr = "steps"):  # fmt: skip
     # one program per BLOCK_N output features (and one K slice when SPLIT_K > 1); rows past M masked
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
-    k_per = tl.cdiv(K, SPLIT_K)
-    k_start = pid_k * k_per
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(k_start, k_start + k_per, BLOCK_K):
-        kk = k0 + ks
-        x = tl.load(x_ptr + rows[:, None] * sxm + kk[None, :], mask=(rows[:, None] < M) & (kk[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + cols[:, None] * swn + kk[None, :], mask=kk[None, :] < K, other=0.0)  # (BN, BK)
-        acc = tl.dot(x, w.T, acc)
+    if LOOP == "steps":
+        # the slice's steps counted from zero: Triton pipelines this loop (cp.async, num_stages buffers)
+        steps = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K)
+        for i in range(0, steps):
+            kk = (pid_k * steps + i) * BLOCK_K + ks
+            x = tl.load(
+                x_ptr + rows[:, None] * sxm + kk[None, :], mask=(rows[:, None] < M) & (kk[None, :] < K), other=0.0
+            )
+            w = tl.load(w_ptr + cols[:, None] * swn + kk[None, :], mask=kk[None, :] < K, other=0.0)  # (BN, BK)
+            acc = tl.dot(x, w.T, acc)
+    else:
+        # LOOP == "bounds", the 2026-12-01 record's form: over the slice's K offsets. With SPLIT_K > 1
+        # Triton 3.6-3.9 does not pipeline it: no cp.async in the PTX, 16 KB of shared memory, each step's
+        # loads waited for (compiled here for sm_90: the steps form has 90 cp.async and 120 KB). It is also
+        # wrong where a slice is not a multiple of BLOCK_K (slices overlap); at K = 8192, 2 or 4 slices, it is not
+        k_per = tl.cdiv(K, SPLIT_K)
+        k_start = pid_k * k_per
+        for k0 in range(k_start, k_start + k_per, BLOCK_K):
+            kk = k0 + ks
+            x = tl.load(
+                x_ptr + rows[:, None] * sxm + kk[None, :], mask=(rows[:, None] < M) & (kk[None, :] < K), other=0.0
+            )
+            w = tl.load(w_ptr + cols[:, None] * swn + kk[None, :], mask=kk[None, :] < K, other=0.0)  # (BN, BK)
+            acc = tl.dot(x, w.T, acc)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
     if SPLIT_K == 1:
         bias = tl.load(b_ptr + cols).to(tl.float32)
@@ -277,8 +308,9 @@ def lin_small_m(x_ptr, w_ptr, b_ptr, o_ptr, M, N, K, sxm, swn, som,
         tl.store(o_ptr + rows[:, None] * som + cols[None, :], y.to(o_ptr.dtype.element_ty), mask=mask)
     else:
         # relaxed: the slices' sums need no ordering among themselves (lin_finish runs after, in stream
-        # order); Triton's default, acq_rel, made each of these a fenced atom.acq_rel in the sm_90 PTX
-        tl.atomic_add(o_ptr + rows[:, None] * som + cols[None, :], acc, mask=mask, sem="relaxed")
+        # order); Triton's default, acq_rel, made each of these a fenced atom.acq_rel in the sm_90 PTX.
+        # SEM="acq_rel" times that default beside it
+        tl.atomic_add(o_ptr + rows[:, None] * som + cols[None, :], acc, mask=mask, sem=SEM)
 
 
 @triton.jit
@@ -342,22 +374,51 @@ def exp_decode(log) -> dict:
                     cfg = dict(config={"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": wps, "num_stages": st, "split_k": 1})
 
                     def go(bn=bn, bk=bk, wps=wps, st=st):
-                        lin_small_m[(N // bn, 1)](x, w, bias, out, M, N, K, x.stride(0), w.stride(0), out.stride(0),
-                                                  BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=1, EPILOGUE=True,
-                                                  num_warps=wps, num_stages=st)  # fmt: skip
+                        return lin_small_m[(N // bn, 1)](x, w, bias, out, M, N, K, x.stride(0), w.stride(0), out.stride(0),
+                                                         BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=1, EPILOGUE=True,
+                                                         num_warps=wps, num_stages=st)  # fmt: skip
 
+                    cfg["config"].update(_kernel_resources(_try(log, f"small_m compile {cfg}", go)))
                     _try(log, f"small_m {cfg}", lambda: record("small_m", go, **cfg))
-        for bn, bk, split in ((64, 256, 2), (128, 256, 2), (128, 256, 4), (256, 128, 4)):
-            cfg = dict(config={"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": 4, "split_k": split})
+        # split-K: K cut in `split` slices, each program adds its slice's sum into a zeroed float32 buffer
+        # (atomics), then lin_finish applies bias and GELU. Timed on the plain kernel's good tiles (so the
+        # difference is the split's own cost), whole and in its three parts, with relaxed atomics and with
+        # Triton's default (acq_rel), and with the 2026-12-01 record's loop form ("bounds", not pipelined);
+        # also on that record's two wide tiles (58-2037 us there), with the compiled kernel's registers,
+        # spills and shared memory beside each, to say what made those slow
+        tiles = [(64, 256, 4, "plain's best"), (32, 128, 6, "plain's best"), (64, 128, 6, "plain's best"),
+                 (128, 256, 4, "2026-12-01 record"), (256, 128, 4, "2026-12-01 record")]  # fmt: skip
+        forms = (("relaxed", "steps"), ("acq_rel", "steps"), ("relaxed", "bounds"))
+        for bn, bk, st, why in tiles:
+            for split in (2, 4):
+                for sem, loop in forms:
+                    cfg = dict(config={"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": st,
+                                       "split_k": split, "sem": sem, "loop": loop, "tile": why})  # fmt: skip
 
-            def go_split(bn=bn, bk=bk, split=split):
-                ws.zero_()
-                lin_small_m[(N // bn, split)](x, w, bias, ws, M, N, K, x.stride(0), w.stride(0), ws.stride(0),
-                                              BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, EPILOGUE=True,
-                                              num_warps=4, num_stages=4)  # fmt: skip
-                lin_finish[(triton.cdiv(M * N, 1024),)](ws, bias, out, M, N, BLOCK=1024)
+                    def partial(bn=bn, bk=bk, st=st, split=split, sem=sem, loop=loop):
+                        return lin_small_m[(N // bn, split)](
+                            x, w, bias, ws, M, N, K, x.stride(0), w.stride(0), ws.stride(0),
+                            BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, EPILOGUE=True, SEM=sem, LOOP=loop,
+                            num_warps=4, num_stages=st,
+                        )  # fmt: skip
 
-            _try(log, f"split_k {cfg}", lambda: record("split_k", go_split, **cfg))
+                    def finish():
+                        lin_finish[(triton.cdiv(M * N, 1024),)](ws, bias, out, M, N, BLOCK=1024)
+
+                    def go_split(partial=partial, finish=finish):
+                        ws.zero_()
+                        partial()
+                        finish()
+
+                    compiled = _try(log, f"split_k compile {cfg}", partial)
+                    cfg["config"].update(_kernel_resources(compiled))
+                    _try(log, f"split_k {cfg}", lambda: record("split_k", go_split, **cfg))
+                    if (sem, loop) == forms[0]:  # the parts, each alone (the partial sums pile up: timing only)
+                        for part, fn in (("zero", ws.zero_), ("partial", partial), ("finish", finish)):
+                            ms = _try(log, f"split_k_{part}", lambda fn=fn: _ms(fn))
+                            if ms:
+                                rows.append(_row(f"split_k_{part}", (M, N, K), BF16, ms, **cfg))
+                                log(f"M={M:<3}split_k_{part:<10}{str(cfg['config']):<70}{ms * 1e3:8.1f} us")
         if M == 1:
             for bn, bk, wps in ((16, 512, 4), (32, 256, 4), (64, 128, 4), (32, 512, 8)):
                 cfg = dict(config={"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": wps})

@@ -322,3 +322,58 @@ def test_probe_sees_out_stored_twice_and_read_back():
     assert second["once"] == M * N and second["loaded"] == M * N  # the second kernel reads out back
     [(ok, summary, details)] = ch07.judge_fusion(facts)
     assert not ok and "2 kernel launches" in summary and "comes back" in details[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# the split-K experiment behind section 2 (scripts/experiments_gemm.py, lin_small_m): right, and the
+# loop form that decides whether Triton pipelines it
+
+
+def _experiments_gemm():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "experiments_gemm.py"
+    spec = importlib.util.spec_from_file_location("experiments_gemm", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@requires_interpreter
+@pytest.mark.parametrize("loop", ["steps", "bounds"])
+def test_split_k_experiment_is_right(loop):
+    exp = _experiments_gemm()
+    gen = torch.Generator().manual_seed(SEED)
+    for M, N, K in ((3, 64, 512), (1, 32, 1000)):
+        x, w, bias = (torch.randn(*s, generator=gen) for s in ((M, K), (N, K), (N,)))
+        ref = torch.nn.functional.gelu(x @ w.t() + bias, approximate="tanh")
+        for split in (2, 4, 3):
+            if loop == "bounds" and -(-K // split) % 64:
+                continue  # that form's slices overlap where one is not a multiple of BLOCK_K (said in the script)
+            ws, out = torch.zeros(M, N), torch.empty(M, N)
+            exp.lin_small_m[(N // 32, split)](x, w, bias, ws, M, N, K, K, K, N, BLOCK_M=16, BLOCK_N=32, BLOCK_K=64,
+                                              SPLIT_K=split, EPILOGUE=True, LOOP=loop)  # fmt: skip
+            exp.lin_finish[(triton.cdiv(M * N, 1024),)](ws, bias, out, M, N, BLOCK=1024)
+            assert (out - ref).abs().max().item() < 1e-4, (M, N, K, split)
+
+
+def test_split_k_loop_over_offsets_is_not_pipelined():
+    """What the decode record's split-K rows rest on: compiled for sm_90, the loop over a slice's K offsets
+    has no cp.async (each step's loads are waited for), the loop over its steps counted from zero has."""
+    from course_lib import compilation
+
+    exp = _experiments_gemm()
+    M, N, K = 16, 8192, 8192
+    x, w, ws = torch.empty(M, K, dtype=BF16), torch.empty(N, K, dtype=BF16), torch.empty(M, N)
+    bias = torch.empty(N, dtype=BF16)
+    found = {}
+    for loop in ("steps", "bounds"):
+        kernel = compilation.compile_for_args(
+            exp.lin_small_m, x, w, bias, ws, M, N, K, K, K, N, BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, SPLIT_K=2,
+            EPILOGUE=True, LOOP=loop, num_warps=4, num_stages=4,
+        )  # fmt: skip
+        ptx = kernel.asm["ptx"]
+        found[loop] = (ptx.count("cp.async.cg") + ptx.count("cp.async.ca"), kernel.metadata.shared)
+    assert found["steps"][0] > 0 and found["steps"][1] >= 4 * 16 * 256 * 2  # num_stages buffers of the tiles
+    assert found["bounds"][0] == 0, found

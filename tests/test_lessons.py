@@ -122,3 +122,36 @@ def test_the_decomposed_split_reads_the_published_baselines():
     text = ch10.decomposed_rest_recorded(record, RATE)
     assert results.provenance(record["meta"]) in text
     assert f"{row['decomposed_eager_ms'] - row['cublas_candidate_ms']:.3f} ms" in text
+
+
+def test_the_decode_table_reads_split_k_by_loop_form_atomics_and_tile():
+    """A record of the split-K experiment as scripts/experiments_gemm.py now writes it (loop form, atomics,
+    the parts of a whole run); the 2026-12-01 record's rows, which name neither, read as its own form."""
+
+    def row(variant, ms, bn=64, bk=256, split=2, **config):
+        cfg = {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": 4, "split_k": split, **config}
+        return {"variant": variant, "shape": [16, 8192, 8192], "median_ms": ms / 1e3, "config": cfg}
+
+    steps = {"sem": "relaxed", "loop": "steps"}
+    record = {
+        "meta": {"gpu": "G", "date": "2026-12-05"},
+        "rows": [
+            row("split_k", 41.0, **steps),
+            row("split_k", 40.0, split=4, **steps),
+            row("split_k_zero", 2.0, split=4, **steps),
+            row("split_k_partial", 33.0, split=4, **steps),
+            row("split_k_finish", 3.0, split=4, **steps),
+            row("split_k", 44.0, sem="acq_rel", loop="steps"),
+            row("split_k", 58.0, sem="relaxed", loop="bounds"),
+            row("split_k", 250.0, bn=128, sem="relaxed", loop="bounds"),
+            row("split_k", 63.0),  # the first record's form: no loop, no sem
+        ],
+    }
+    text = ch07.decode_table(record)
+    assert "loop over steps, relaxed atomics: 40.0 to 41.0 us" in text
+    assert "default atomics (acq_rel): 44.0 to 44.0 us" in text
+    assert "loop over K offsets (not pipelined): 58.0 to 58.0 us" in text
+    assert "(not pipelined) (the first record's wide tiles): 250.0 to 250.0 us" in text
+    assert "(not pipelined), default atomics: 63.0 to 63.0 us" in text
+    parts = "each timed alone: zero 2.0 us, partial 33.0 us, finish 3.0 us"
+    assert f"its best (4 parts, BLOCK_N 64, BLOCK_K 256) in parts, {parts}" in text

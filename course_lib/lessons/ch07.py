@@ -76,10 +76,59 @@ def large_shape_text(extra_bytes: float, copy_bw: float, shape=(8192, 8192, 8192
     return "\n".join(lines)
 
 
+# a split-K row's loop form and atomics; the 2026-12-01 record's rows name neither: they looped over the
+# slice's K offsets (not pipelined) with Triton's default atomics
+_SPLIT_FORMS = (
+    (("steps", "relaxed"), "loop over steps, relaxed atomics"),
+    (("steps", "acq_rel"), "loop over steps, default atomics (acq_rel)"),
+    (("bounds", "relaxed"), "loop over K offsets (not pipelined)"),
+    (("bounds", "acq_rel"), "loop over K offsets (not pipelined), default atomics"),
+)
+
+
+def _wide(config: dict) -> bool:
+    """The 2026-12-01 record's split-K tiles of 32K elements of weight (128 x 256, 256 x 128), wider than
+    any plain kernel's tile that fits its stages in shared memory."""
+    return config["BLOCK_N"] * config["BLOCK_K"] >= 128 * 256
+
+
+def _split_form(row: dict) -> tuple[str, str]:
+    config = row.get("config") or {}
+    return config.get("loop", "bounds"), config.get("sem", "acq_rel")
+
+
+def _split_k_lines(rows: list[dict]) -> list[str]:
+    """Split-K's rows of one M: per loop form and atomics, the range over 2 or 4 parts on the plain
+    kernel's tiles (and on the first record's wide tiles apart), and the parts of the best whole run."""
+    split = [r for r in rows if r["variant"] == "split_k"]
+    lines = []
+    for form, label in _SPLIT_FORMS:
+        mine = [r for r in split if _split_form(r) == form]
+        for wide in (False, True):
+            us = [r["median_ms"] * 1e3 for r in mine if _wide(r["config"]) == wide]
+            if us:
+                where = " (the first record's wide tiles)" if wide else ""
+                lines.append(f"  split-K, {label}{where}: {min(us):.1f} to {max(us):.1f} us")
+    best = min((r for r in split if _split_form(r) == ("steps", "relaxed")), key=lambda r: r["median_ms"], default=None)
+    if best is not None:
+        parts = {}
+        for r in rows:
+            if r["variant"].startswith("split_k_") and r["config"] == best["config"]:
+                parts[r["variant"].removeprefix("split_k_")] = r["median_ms"] * 1e3
+        if parts:
+            cfg = best["config"]
+            lines.append(
+                f"    its best ({cfg['split_k']} parts, BLOCK_N {cfg['BLOCK_N']}, BLOCK_K {cfg['BLOCK_K']}) in parts, "
+                "each timed alone: " + ", ".join(f"{name} {us:.1f} us" for name, us in parts.items())
+            )
+    return lines
+
+
 def decode_table(data: dict | None) -> str:
     """The decode experiment (DECODE_RECORD, or None where it is not recorded), N = K = 8192 bf16: per
     M, cuBLAS's matmul alone, the range of times of each BLOCK_N (so each count of programs) over
-    BLOCK_K and stages, split-K's range and GEMV's best; then, at M = 16, 64 programs against 128."""
+    BLOCK_K and stages, split-K's range per loop form and atomics (and its parts) and GEMV's best;
+    then, at M = 16, 64 programs against 128."""
     if data is None:
         return f"not recorded yet (results/{DECODE_RECORD})"
     lines = [f"recorded on {results.provenance(data['meta'])} ({DECODE_RECORD}); N = K = 8192 bf16, BLOCK_M = 16"]
@@ -92,9 +141,7 @@ def decode_table(data: dict | None) -> str:
             lines.append(
                 f"  BLOCK_N {bn:>3}: {8192 // bn:>3} programs, {min(us):5.1f} to {max(us):5.1f} us over BLOCK_K, stages"
             )
-        split = [r["median_ms"] * 1e3 for r in rows if r["variant"] == "split_k"]
-        if split:
-            lines.append(f"  split-K (2 or 4 parts):   {min(split):7.1f} to {max(split):7.1f} us")
+        lines.extend(_split_k_lines(rows))
         gemv = [r["median_ms"] * 1e3 for r in rows if r["variant"] == "gemv"]
         if gemv:
             lines.append(f"  GEMV, no tl.dot:          {min(gemv):7.1f} us at best")
