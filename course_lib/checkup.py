@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import hooks, interpreter, progress, runtime, stubs
+from . import hooks, interpreter, progress, release, runtime, stubs
 
 OK, WARN, BAD = "ok", "warn", "FAIL"
 
@@ -213,6 +213,17 @@ def run() -> list[Finding]:
         if missing:
             detail += f", {len(missing)} missing: run python -m course_lib sync-exercises"
         found.append(Finding(level, "exercises", f"{detail} ({root / 'exercises'})"))
+    elif release.is_release(root):
+        untouched = sum(stubs.is_untouched(p.stem, root) for p in (root / "exercises").glob("*.py"))
+        total = len(list((root / "exercises").glob("*.py")))
+        found.append(
+            Finding(
+                OK,
+                "course folder",
+                f"a released copy ({root}): solutions withheld; exercises: {untouched} untouched, "
+                f"{total - untouched} with your edits",
+            )
+        )
     else:
         found.append(Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout"))
     found.append(sandbox_finding())

@@ -9,6 +9,7 @@ import argparse
 import json
 import secrets
 import sys
+from pathlib import Path
 
 from . import runtime
 
@@ -219,6 +220,18 @@ def _cmd_sync(args) -> int:
     return 0
 
 
+def _cmd_release(args) -> int:
+    from . import release
+
+    try:
+        lines = release.release(Path(args.out))
+    except release.ReleaseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
 TIMEOUT_HELP = (
     "seconds for each step (loading the file, each case) before it counts as hung; default: 10x the "
     "reference solution's time on this machine + 15 s"
@@ -319,6 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sync-exercises", help="regenerate exercises/ from solutions/")
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 if exercises/ differs")
     s.add_argument("--force", action="store_true", help="replace edited exercises too (a backup is kept)")
+
+    r = sub.add_parser(
+        "release", help="write a learner's copy of the course without solutions/ (an assignment's release)"
+    )
+    r.add_argument("out", help="a new folder, outside the course folder")
     return p
 
 
@@ -331,6 +349,7 @@ COMMANDS = {
     "bench": _cmd_bench,
     "hint": _cmd_hint,
     "sync-exercises": _cmd_sync,
+    "release": _cmd_release,
 }
 
 

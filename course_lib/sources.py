@@ -87,6 +87,14 @@ def load_file(
     return module, function
 
 
+def solution_present(task: str) -> bool:
+    """Whether the course's solution of ``task`` is here: not in a released copy, which withholds them."""
+    try:
+        return (resolve("solutions") / f"{task}.py").is_file()
+    except Exception:  # no course folder to look in
+        return False
+
+
 def load_module(task: str, source: str | os.PathLike = "solutions"):
     """The Python module of ``task``'s file in ``source``, for scripts and notebooks that launch a
     solution's kernel themselves (not for grading: the grader loads learner code in its worker)."""

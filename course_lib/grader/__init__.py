@@ -175,7 +175,9 @@ def grade_task(
     seed = secrets.randbelow(2**31) if seed is None else seed
     source_dir = sources.resolve(source)
     worker = worker or make_worker(source_dir, sandboxed, hidden=hidden)
-    timing = worker.mode == runtime.GPU and perf_wanted()
+    # speed is graded against the course's solution: a released copy (no solutions/) leaves it to the
+    # instructor's copy, and says so (report.footer)
+    timing = worker.mode == runtime.GPU and perf_wanted() and sources.solution_present(spec.name)
     result = run_task(
         spec,
         source_dir,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from collections import Counter
 
-from .. import runtime, tasks
+from .. import runtime, sources, tasks
 from .result import CRASH, FAIL, NEEDS_GPU, PASS, TIMEOUT, TODO, TaskResult
 
 LABEL = {PASS: "PASS", FAIL: "FAIL", TODO: "TODO", TIMEOUT: "HANG", CRASH: "CRASH", NEEDS_GPU: "GPU"}
@@ -44,6 +44,11 @@ def footer(results: list[TaskResult]) -> list[str]:
         rows.append(
             "speed tiers (works / fast / expert) are graded on a GPU only: here the interpreter checks that "
             "kernels are right, and its times are no kernel's speed"
+        )
+    elif any(r.passed and _has_tiers(r.task) and not sources.solution_present(r.task) for r in results):
+        rows.append(
+            "speed tiers (works / fast / expert) are measured against the course's solutions, which this copy "
+            "withholds (a released assignment): your instructor's grading times them"
         )
     return rows
 

@@ -1,0 +1,194 @@
+"""Releasing an assignment (``python -m course_lib release OUT``, course_lib/release.py): the learner's
+copy has no solutions and shows none, its doctor and notebooks work there, and its learners' files
+are graded from the instructor's copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT
+from nbclient import NotebookClient
+
+from course_lib import release, stubs
+
+SOLUTIONS = ROOT / "solutions"
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("release") / "course"
+    lines = release.release(out, ROOT)
+    assert lines[0].startswith(f"released {out}")
+    return out
+
+
+def _run(args, cwd, **env):
+    environment = {k: v for k, v in os.environ.items() if k != "COURSE_ROOT"}
+    environment.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "course_lib", *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_release_withholds_the_solutions_and_shows_none(released):
+    for name in ("solutions", "tests", "scripts", "gradescope", ".git", ".ci"):
+        assert not (released / name).exists(), name
+    marker = json.loads((released / release.MARKER).read_text())
+    assert "solutions" in marker["withheld"] and marker["exercises"] == len(list(SOLUTIONS.glob("*.py")))
+    for path in SOLUTIONS.glob("*.py"):  # each exercise as generated, and known to be untouched
+        assert (released / "exercises" / path.name).read_text() == stubs.make_exercise(path.read_text(), path.stem)
+        assert stubs.is_untouched(path.stem, released)
+    assert release.shown_solutions(released, SOLUTIONS) == []
+    assert "A released copy of the course" in (released / "README.md").read_text()
+    # the records that print a solution's code are left out, and said so
+    for path in marker["records_left_out"]:
+        assert path.startswith("results/") and not (released / path).exists()
+
+
+def test_released_notebooks_have_no_outputs_and_withhold_the_cells_that_run_solutions(released):
+    withheld = 0
+    for path in sorted((released / "notebooks").glob("*.ipynb")):
+        original = json.loads((ROOT / "notebooks" / path.name).read_text())["cells"]
+        for mine, theirs in zip(json.loads(path.read_text())["cells"], original, strict=True):
+            if mine["cell_type"] != "code":
+                continue
+            assert mine["outputs"] == [] and mine["execution_count"] is None
+            source = "".join(mine["source"])
+            if release.NEEDS_SOLUTION in theirs["metadata"].get("tags", []):
+                withheld += 1
+                assert source.startswith(release.WITHHELD_CELL)
+                # the code stays, commented out, line for line
+                kept = [line[2:] if line.startswith("# ") else line[1:] for line in source.splitlines()[3:]]
+                assert kept == "".join(theirs["source"]).splitlines()
+            else:
+                assert source == "".join(theirs["source"])
+    assert withheld > 10
+
+
+@pytest.mark.parametrize("name", ["02_first_kernel.ipynb", "09_pipelining.ipynb"])
+def test_a_released_notebook_runs_top_to_bottom(released, name, tmp_path, monkeypatch):
+    """Two notebooks of the release: 02 (its demonstrations write variants of the solution) and 09 (it
+    shows the solution's source); every notebook's tagged cells are checked above."""
+    monkeypatch.setenv("COURSE_PROGRESS", str(tmp_path / "progress.json"))
+    monkeypatch.setenv("COURSE_MODE", "cpu")
+    monkeypatch.delenv("COURSE_ROOT", raising=False)
+    path = released / "notebooks" / name
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error"]
+    assert not errors
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "withheld in this released copy" in printed
+
+
+def test_the_doctor_knows_a_released_copy(released):
+    done = _run(["doctor"], cwd=released / "notebooks", COURSE_MODE="cpu", PYTHONPATH=str(ROOT))
+    assert "a released copy" in done.stdout and "set COURSE_ROOT" not in done.stdout, done.stdout
+
+
+def test_a_learner_checks_in_the_release_and_is_graded_from_the_instructors_copy(released, tmp_path):
+    learner = tmp_path / "learner"
+    shutil.copytree(released, learner)
+    shutil.copy(SOLUTIONS / "vector_add.py", learner / "exercises" / "vector_add.py")
+    env = {"COURSE_MODE": "cpu", "PYTHONPATH": str(ROOT), "COURSE_PROGRESS": str(tmp_path / "progress.json")}
+    own = _run(["check", "vector_add"], cwd=learner, **env)
+    assert own.returncode == 0 and own.stdout.startswith("PASS  vector_add"), own.stdout + own.stderr
+    graded = _run(["check", "vector_add", "--source", str(learner / "exercises")], cwd=ROOT, **env)
+    assert graded.returncode == 0 and graded.stdout.startswith("PASS  vector_add"), graded.stdout + graded.stderr
+    untouched = _run(["check", "softmax", "--source", str(learner / "exercises")], cwd=ROOT, **env)
+    assert untouched.returncode != 0 and "TODO" in untouched.stdout
+
+
+# --------------------------------------------------------------------------------------------------
+# the search for solutions' code, on a small course of its own
+
+
+def _course(tmp_path: Path, notebook_code: str = "", record: str = "") -> Path:
+    root = tmp_path / "instructor"
+    (root / "solutions").mkdir(parents=True)
+    (root / "notebooks").mkdir()
+    (root / "results").mkdir()
+    (root / "solutions" / "twice.py").write_text(
+        textwrap.dedent(
+            """\
+            def twice(x, out):
+                n = x.numel()
+                # BEGIN SOLUTION
+                # TODO: out = 2 x
+                doubled = x * 2
+                doubled = doubled.contiguous()
+                out.copy_(doubled)
+                # END SOLUTION
+                return out
+            """
+        )
+    )
+    cell = {"cell_type": "code", "metadata": {}, "source": notebook_code, "outputs": [], "execution_count": 3}
+    (root / "notebooks" / "a.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4}))
+    (root / "results" / "run.txt").write_text(record)
+    return root
+
+
+def test_a_release_that_would_show_a_solution_is_refused_and_leaves_nothing(tmp_path):
+    code = "import torch\ndoubled = x * 2\n  doubled = doubled.contiguous()  # a comment\nout.copy_(doubled)\n"
+    root = _course(tmp_path, notebook_code=code)
+    out = tmp_path / "out"
+    with pytest.raises(release.ReleaseError, match="notebooks/a.ipynb shows solutions/twice.py"):
+        release.release(out, root)
+    assert not out.exists()
+
+
+def test_a_record_that_prints_a_solution_is_left_out_and_common_ground_is_no_find(tmp_path):
+    # two of the three lines are not a run; a line the exercise gives (n = x.numel()) breaks none here
+    root = _course(tmp_path, notebook_code="doubled = x * 2\nout.copy_(doubled)\n", record="doubled = x * 2\n"
+                   "doubled = doubled.contiguous()\nout.copy_(doubled)\n")  # fmt: skip
+    out = tmp_path / "out"
+    lines = release.release(out, root)
+    assert any("left out: results/run.txt" in line for line in lines)
+    assert not (out / "results" / "run.txt").exists() and (out / "notebooks" / "a.ipynb").exists()
+    assert json.loads((out / "notebooks" / "a.ipynb").read_text())["cells"][0]["execution_count"] is None
+    assert not (out / "solutions").exists()
+
+
+def test_release_refuses_a_folder_that_exists_or_lies_inside_or_a_course_without_solutions(tmp_path):
+    root = _course(tmp_path)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.py").write_text("a learner's work")
+    with pytest.raises(release.ReleaseError, match="exists"):
+        release.release(tmp_path / "taken", root)
+    assert (tmp_path / "taken" / "mine.py").read_text() == "a learner's work"
+    with pytest.raises(release.ReleaseError, match="inside the course folder"):
+        release.release(root / "release", root)
+    with pytest.raises(release.ReleaseError, match="no solutions/"):
+        release.release(tmp_path / "new", tmp_path / "taken")
+
+
+def test_the_command_line_says_a_refusal_in_one_line(tmp_path):
+    done = _run(["release", str(tmp_path)], cwd=ROOT)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "exists" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_on_a_gpu_a_released_copy_says_who_times_its_kernels(monkeypatch):
+    from course_lib import runtime, sources
+    from course_lib.grader import report
+    from course_lib.grader.result import PASS, TaskResult
+
+    passed = TaskResult(task="vector_add", status=PASS, summary="9 cases passed")
+    monkeypatch.setattr(runtime, "is_cpu", lambda: False)
+    assert not any("withholds" in line for line in report.footer([passed]))  # the instructor's copy
+    monkeypatch.setattr(sources, "solution_present", lambda task: False)
+    assert any("withholds (a released assignment)" in line for line in report.footer([passed]))
