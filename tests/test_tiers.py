@@ -842,3 +842,23 @@ def test_the_sweep_verdicts_flag_a_wrong_file_that_passed_and_a_correct_one_that
     assert module.main([gradebook(slow_room), *args]) == 0  # CPU mode: no tier, nothing to say
     assert module.main([gradebook(slow_room, {"slow_y": "expert"}), *args]) == 1
     assert "not graded 'works'" in capsys.readouterr().out
+
+
+def test_one_gpu_is_one_lock_however_a_grader_names_it(monkeypatch):
+    """The GPU lock's key is the GPU's UUID: an index and a UUID (or its prefix) of one GPU give one key,
+    two GPUs two keys; without nvidia-smi (or for a name it does not list) the name itself."""
+    gpus = (("0", "GPU-aaaa-1111"), ("1", "GPU-bbbb-2222"))
+    monkeypatch.setattr(tiers, "_physical_gpus", lambda: gpus)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    one = tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "1"})
+    assert (
+        one
+        == tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "GPU-bbbb-2222,0"})
+        == tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"})
+    )
+    assert one != tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "0"}) == tiers.gpu_key({}) == "GPU-aaaa-1111"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # this process's own setting, where the worker's has none
+    assert tiers.gpu_key({}) == one
+    assert tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "MIG-x/1"}) == "MIG-x_1"
+    monkeypatch.setattr(tiers, "_physical_gpus", lambda: ())
+    assert tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "1"}) == "1"

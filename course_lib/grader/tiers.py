@@ -33,11 +33,13 @@ What decides a tier lives here, in the grader's process, never in the learner's:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
 import platform
 import random
+import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -253,14 +255,45 @@ def _locks_dir() -> Path:
     return path
 
 
+@functools.cache
+def _physical_gpus() -> tuple[tuple[str, str], ...]:
+    """(index, UUID) of every GPU as nvidia-smi numbers them (PCI bus order), or () without nvidia-smi."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if out.returncode != 0:
+        return ()
+    rows = [tuple(part.strip() for part in line.split(",", 1)) for line in out.stdout.splitlines() if "," in line]
+    return tuple((index, uuid) for index, uuid in rows if uuid.startswith("GPU-"))
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+
+
 def gpu_key(env: dict | None = None) -> str:
-    """Which physical GPU a worker with ``env`` uses: the first of its CUDA_VISIBLE_DEVICES, or of
-    this process's, or "0"."""
+    """Which physical GPU a worker with ``env`` uses, as one name for every grader on the machine: the
+    UUID of the first of its CUDA_VISIBLE_DEVICES (or of this process's; GPU 0 where neither sets it).
+    An index and a UUID (or its prefix) of the same GPU give the same key, so two graders that name it
+    differently still take one lock. Indices are read in PCI bus order, nvidia-smi's (CUDA's own
+    default order differs only between GPUs of different kinds). Without nvidia-smi, or for a name it
+    does not list (a MIG instance), the name itself."""
+    first = "0"
     for source in (env or {}, os.environ):
         visible = source.get("CUDA_VISIBLE_DEVICES")
         if visible:
-            return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in visible.split(",")[0].strip())
-    return "0"
+            first = visible.split(",")[0].strip()
+            break
+    for index, uuid in _physical_gpus():
+        if first == index or (first.startswith("GPU-") and uuid.startswith(first)):
+            return _safe(uuid)
+    return _safe(first)
 
 
 # A timer closes the gate for at most PATIENCE_S at a time while it waits for the running steps, then
