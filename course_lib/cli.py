@@ -175,10 +175,15 @@ def _cmd_hint(args) -> int:
     if number < 1:
         raise SystemExit("hints are numbered from 1")
     if number > len(spec.hints):
-        print(
-            f"{spec.name} has {len(spec.hints)} hints and you have seen them all. The reference solution is "
-            f"solutions/{spec.name}.py: give your own version one more try before you open it."
+        from . import sources
+
+        where = (
+            f"The reference solution is solutions/{spec.name}.py: give your own version one more try before you "
+            "open it."
+            if sources.solution_present(spec.name)
+            else "The reference solution is withheld in this copy: your instructor hands it out after the assignment."
         )
+        print(f"{spec.name} has {len(spec.hints)} hints and you have seen them all. {where}")
         return 0
     print(f"hint {number} of {len(spec.hints)} for {spec.name}:\n  {spec.hints[number - 1]}")
     progress.record_hint(spec.name, number)
@@ -196,8 +201,15 @@ def _cmd_bench(args) -> int:
         for name in names:
             print(results.table(name))
         return 2
-    from . import bench
+    from . import bench, sources
 
+    if not args.source and not all(sources.solution_present(n) for n in names):
+        print(
+            "error: bench times the course's solutions, which this copy withholds (a released assignment); "
+            "--source exercises times yours",
+            file=sys.stderr,
+        )
+        return 2
     unknown = [n for n in names if not tasks.get(n).bench_cases]
     for n in unknown:
         print(f"{n}: no benchmark cases")
@@ -207,8 +219,11 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_sync(args) -> int:
-    from . import stubs
+    from . import release, stubs
 
+    if release.is_release():
+        print("\n".join(release.sync_release(runtime.course_root(), force=args.force)))
+        return 0
     try:
         report = stubs.sync(check=args.check, force=args.force)
     except stubs.MarkerError as e:
@@ -224,7 +239,7 @@ def _cmd_release(args) -> int:
     from . import release
 
     try:
-        lines = release.release(Path(args.out))
+        lines = release.release(Path(args.out), release.parse_chapters(args.chapters))
     except release.ReleaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -337,6 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
         "release", help="write a learner's copy of the course without solutions/ (an assignment's release)"
     )
     r.add_argument("out", help="a new folder, outside the course folder")
+    r.add_argument(
+        "--chapters",
+        required=True,
+        help="the assignment's chapters: 06, 00-05 or 06,07 (later chapters are not released: their "
+        "exercises give earlier answers)",
+    )
     return p
 
 

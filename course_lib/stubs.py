@@ -107,8 +107,12 @@ def make_exercise(solution_text: str, task: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _digest(text: str) -> str:
+def digest(text: str) -> str:
+    """What the manifest keeps of a generated exercise."""
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_digest = digest
 
 
 @dataclass
