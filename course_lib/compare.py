@@ -126,9 +126,13 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
     ref_norm = e[finite].norm().item() if finite.any() else 0.0
     err_norm = (g[finite] - e[finite]).norm().item() if finite.any() else 0.0
     rel_norm = err_norm / ref_norm if ref_norm > 0 else err_norm
+    # the norm's limit is relative to the reference's norm, taken as at least atol on every element: on
+    # an output of values near zero (GELU's far tail, 8e-16 at a (1, 1) case) a float32 kernel's error of
+    # 4e-17 is 6% of the reference, and nothing at all on the scale the tolerance calls zero
+    norm_ok = err_norm <= tol.norm * max(ref_norm, tol.atol * int(finite.sum()) ** 0.5)
     n_bad = int(bad.sum())
     max_err = diff.max().item()
-    if n_bad == 0 and rel_norm <= tol.norm:
+    if n_bad == 0 and norm_ok:
         return Verdict(True, "matches the reference", [f"max abs error {_fmt(max_err)}"])
 
     details = []

@@ -200,3 +200,14 @@ def test_counts_agree_with_their_nouns():
     assert signs.details[0] == "1 of 2 elements differ from the reference (50%)."
     text = " ".join([one.summary, *one.details, signs.summary, *signs.details])
     assert not re.search(r"\b1 elements\b", text), text
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_output_of_values_near_zero_is_judged_on_the_scale_atol_calls_zero(dtype):
+    """A correct float32 GELU on a (1, 1) case far in its tail: 7.9e-16 expected, 4.5e-17 off (6% of the
+    reference; CI's check --solutions failed fused_bias_gelu on such a seed). The norm's limit is relative
+    to at least atol on every element; a wrong value there still fails elementwise."""
+    tol = DEFAULT_TOLERANCE[dtype]
+    expected = torch.tensor([[7.9e-16]], dtype=torch.float64)
+    assert compare(expected + 4.5e-17, expected, tol).ok
+    assert not compare(expected + 10 * tol.atol, expected, tol).ok
