@@ -16,6 +16,8 @@
 #   room   scripts/room_test.py: 40 learners x 22 tasks, --speed-points (ROOM_LIMIT_S, default 560)
 #   cache_save  the grader's cache (limits, bars, peaks) as $OUT/cache.tgz, to seed the next machine
 #   gpu_tests   the tests that run only on a GPU (COURSE_MODE=gpu), where pytest is there
+#   hold        tests/test_gpu_hold.py in GPU mode (the grader's GPU-hold protocol)
+#   decode      scripts/experiments_gemm.py decode: chapter 07's decode kernels and split-K, to results/
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -127,6 +129,15 @@ step_room() {
 
 step_cache_save() {
   tar czf "$OUT/cache.tgz" -C "$COURSE_CACHE" . && tar tzf "$OUT/cache.tgz" | tr '\n' ' ' && echo
+}
+step_hold() {
+  COURSE_MODE=gpu timeout "${HOLD_S:-240}" $py -m pytest -q -p no:cacheprovider tests/test_gpu_hold.py \
+    > "$OUT/gpu_hold.txt" 2>&1
+  tail -3 "$OUT/gpu_hold.txt"
+}
+step_decode() {
+  timeout "${DECODE_S:-400}" $py scripts/experiments_gemm.py decode --out "$OUT/experiments" > "$OUT/decode.txt" 2>&1
+  grep -E "M=16 +(split_k|small_m|eager|cublas)" "$OUT/decode.txt" | cut -c1-200 | head -60
 }
 step_gpu_tests() {
   if $py -c "import pytest" 2>/dev/null; then
