@@ -308,6 +308,8 @@ def grade_jobs(
                 with free_lock:
                     free.append(gpu)
 
+    reporting = threading.Lock()
+
     def one(job: Job) -> TaskResult:
         slots.acquire()
         held = ["slot"]
@@ -328,7 +330,8 @@ def grade_jobs(
         if gpus and workers > 1 and _out_of_gpu_memory(result):
             return result  # graded again, alone, after the others (below); reported then
         if on_result is not None:
-            on_result(job, result)
+            with reporting:  # one result at a time: a caller's report never runs into another's
+                on_result(job, result)
         return result
 
     # the longest jobs first (by the solution's time on this machine, when known), so that a long task
