@@ -182,8 +182,16 @@ def _cmd_hint(args) -> int:
     if number < 1:
         raise SystemExit("hints are numbered from 1")
     if number > len(spec.hints):
-        from . import sources
+        from . import release, sources
 
+        withheld = release.hints_withheld(spec.name)
+        if withheld:
+            print(
+                f"{spec.name} has {len(spec.hints)} hint{'s' * (len(spec.hints) != 1)} in this released copy, and "
+                f"you have seen {'them all' if spec.hints else 'it'}; its other {withheld} are withheld until the "
+                "assignment is over."
+            )
+            return 0
         where = (
             f"The reference solution is solutions/{spec.name}.py: give your own version one more try before you "
             "open it."
@@ -246,7 +254,7 @@ def _cmd_release(args) -> int:
     from . import release
 
     try:
-        lines = release.release(Path(args.out), release.parse_chapters(args.chapters))
+        lines = release.release(Path(args.out), release.parse_chapters(args.chapters), hints=args.hints)
     except release.ReleaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -364,6 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="the assignment's chapters: 06, 00-05 or 06,07 (later chapters are not released: their "
         "exercises give earlier answers)",
+    )
+    r.add_argument(
+        "--hints",
+        type=int,
+        metavar="K",
+        help="keep only the first K hints of each task of the assignment and later ones (default: all; "
+        "some last hints give the answer)",
     )
     return p
 

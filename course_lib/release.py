@@ -21,9 +21,10 @@ release, naming the file and the task. Later chapters are not released: their ex
 answers of earlier ones (fused_linear gives grouped_matmul's tile mapping), so an assignment ends
 where the next chapter would give its answers away.
 
-Not withheld, and said in the copy's README note: each task's hints (``hint``; in course_lib/tasks,
-which the grader reads), and the references of the tasks whose answer is plain PyTorch (op_costs,
-split_user_gemm, pad_k), which ``check`` needs to judge a learner's file.
+Hints: ``--hints K`` keeps only the first K hints of each task of the assignment and later chapters,
+cut in the copy's course_lib/tasks (some last hints give the answer); by default all are kept. Not
+withheld, and said when releasing: the references of the tasks whose answer is plain PyTorch
+(op_costs, split_user_gemm, pad_k), which ``check`` needs to judge a learner's file.
 
 The copy is built beside OUT and renamed into place at the end: an interrupted release leaves no OUT.
 A released copy says so (``MARKER``); its doctor and ``sync-exercises`` know it. Its learners' files
@@ -33,6 +34,7 @@ are graded from the instructor's copy, where the solutions set the time limits a
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import os
@@ -98,6 +100,15 @@ class Shown:
 
 def is_release(root: Path | None = None) -> bool:
     return ((root or course_root()) / MARKER).is_file()
+
+
+def hints_withheld(task: str, root: Path | None = None) -> int:
+    """How many of ``task``'s hints this released copy withholds (0 outside a release)."""
+    try:
+        marker = json.loads(((root or course_root()) / MARKER).read_text())
+        return int(marker.get("hints_withheld", {}).get(task, 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
 
 
 def parse_chapters(text: str) -> set[str]:
@@ -296,15 +307,67 @@ def _commit(root: Path) -> str | None:
     return head.stdout.strip() + (" with uncommitted changes" if out.stdout.strip() else "")
 
 
+def _hint_lists(tree: ast.Module) -> dict[str, ast.List]:
+    """task name -> the list literal of its hints, in a task module: a call with ``name="x", hints=[...]``
+    (``TaskSpec`` or a helper that passes them on), or ``hints=NAME`` with ``NAME = [...]`` at the top."""
+    top = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found = {}
+    for node in ast.walk(tree):  # TaskSpec(...) or a helper that passes its keywords on (ch06's _spec)
+        if not isinstance(node, ast.Call):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        name, hints = keywords.get("name"), keywords.get("hints")
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            if isinstance(hints, ast.Name):
+                hints = top.get(hints.id)
+            if isinstance(hints, ast.List):
+                found[name.value] = hints
+    return found
+
+
+def keep_hints(source: str, tasks: set[str], keep: int) -> tuple[str, dict[str, int]]:
+    """A task module's text with each of ``tasks``' hint lists cut to its first ``keep`` hints; and how
+    many each task lost."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(lineno: int, col: int) -> int:  # ast's columns count UTF-8 bytes
+        return starts[lineno - 1] + len(lines[lineno - 1].encode()[:col].decode())
+
+    cuts, cut = [], {}
+    for task, hints in _hint_lists(tree).items():
+        if task in tasks and len(hints.elts) > keep:
+            kept = [ast.get_source_segment(source, element) for element in hints.elts[:keep]]
+            text = "[" + ", ".join(kept) + ("," if kept else "") + "]" if kept else "[]"
+            begin = offset(hints.lineno, hints.col_offset)
+            end = offset(hints.end_lineno, hints.end_col_offset)
+            cuts.append((begin, end, text))
+            cut[task] = len(hints.elts) - keep
+    for begin, end, text in sorted(cuts, reverse=True):
+        source = source[:begin] + text + source[end:]
+    ast.parse(source)  # still Python
+    return source, cut
+
+
 def _chapter_of_notebook(path: Path) -> str | None:
     match = re.match(r"(\d\d)_", path.name)
     return match.group(1) if match else None
 
 
-def release(out: Path, chapters: set[str], root: Path | None = None) -> list[str]:
+def release(out: Path, chapters: set[str], root: Path | None = None, hints: int | None = None) -> list[str]:
     """Write the learner's copy of the course at ``root`` (the instructor's, with solutions/) for an
-    assignment of ``chapters`` into ``out``, which must not exist yet. Returns the lines to print;
-    raises ReleaseError."""
+    assignment of ``chapters`` into ``out``, which must not exist yet. ``hints``: keep only each task's
+    first so many hints, for the tasks of the assignment and later ones (None: all). Returns the lines to
+    print; raises ReleaseError."""
     from . import tasks
 
     root = (root or course_root()).resolve()
@@ -341,6 +404,18 @@ def release(out: Path, chapters: set[str], root: Path | None = None) -> list[str
         for name in INCLUDE:
             if (root / name).exists():
                 _copy(root / name, staging / name)
+        hints_cut: dict[str, int] = {}
+        if hints is not None:
+            if hints < 0:
+                raise ReleaseError("--hints: a count of hints to keep, 0 or more")
+            for module in sorted((staging / "course_lib" / "tasks").glob("*.py")):
+                text, cut = keep_hints(module.read_text(), set(protected), hints)
+                if cut:
+                    module.write_text(text)
+                    hints_cut.update(cut)
+            missed = sorted(t for t in protected if len(tasks.get(t).hints) > hints and t not in hints_cut)
+            if missed:  # a hint list written some other way: say so rather than release it whole
+                raise ReleaseError(f"--hints: the hints of {', '.join(missed)} were not found in course_lib/tasks")
         withheld, notebooks, kept = 0, [], []
         (staging / "notebooks").mkdir()
         for path in sorted((root / "notebooks").iterdir()):
@@ -398,6 +473,7 @@ def release(out: Path, chapters: set[str], root: Path | None = None) -> list[str
             "cells_withheld": withheld,
             "records_left_out": left_out,
             "kept_on_purpose": kept,
+            "hints_withheld": hints_cut,
         }
         (staging / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         readme = staging / "README.md"
@@ -415,7 +491,13 @@ def release(out: Path, chapters: set[str], root: Path | None = None) -> list[str
         f"{first} or later",
         *(f"left out: {path} (a run's record that prints an answer)" for path in left_out),
         *(f"kept on purpose: {cell} (tagged {TEACHES}: it teaches lines an answer shares)" for cell in kept),
-        "not withheld: each task's hints, and the references of op_costs, split_user_gemm and pad_k (check needs them)",
+        (
+            f"hints: the first {hints} of each task of chapter {first} or later kept, "
+            f"{sum(hints_cut.values())} withheld ({len(hints_cut)} tasks)"
+            if hints is not None
+            else "not withheld: each task's hints (--hints K keeps the first K)"
+        ),
+        "not withheld: the references of op_costs, split_user_gemm and pad_k, which check needs",
         f"grade its learners' files from the instructor's copy ({root}): python -m course_lib grade ROOM "
         "(or check TASK --source THEIR_FOLDER)",
     ]

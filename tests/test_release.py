@@ -4,6 +4,7 @@ are graded from the instructor's copy."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -277,3 +278,47 @@ def test_in_a_release_bench_and_the_last_hint_say_the_solutions_are_withheld(rel
     monkeypatch.setattr(runtime, "is_gpu", lambda: True)
     assert cli.main(["bench", "vector_add"]) == 2
     assert "withholds" in capsys.readouterr().err
+
+
+def test_keep_hints_cuts_each_form_of_hint_list_and_leaves_others():
+    source = textwrap.dedent(
+        """\
+        B_HINTS = [
+            "b one",
+            "b two " "joined",  # a comment
+            "b three",
+        ]
+        register(TaskSpec(name="a", hints=["a one", "a two"], title="x"))
+        register(_spec(name="b", hints=B_HINTS))
+        register(TaskSpec(name="c", hints=["c one", "c two"]))
+        """
+    )
+    cut, withheld = release.keep_hints(source, {"a", "b"}, 1)
+    assert withheld == {"a": 1, "b": 2}
+    lists = {
+        task: [ast.literal_eval(e) for e in node.elts] for task, node in release._hint_lists(ast.parse(cut)).items()
+    }
+    assert lists == {"a": ["a one"], "b": ["b one"], "c": ["c one", "c two"]}
+    none, _ = release.keep_hints(source, {"b"}, 0)
+    assert [ast.literal_eval(e) for e in release._hint_lists(ast.parse(none))["b"].elts] == []
+
+
+def test_a_release_can_keep_only_the_first_hints(tmp_path):
+    out = tmp_path / "nine"
+    lines = release.release(out, {"09"}, ROOT, hints=1)
+    later = {t for t in (p.stem for p in SOLUTIONS.glob("*.py")) if tasks.get(t).chapter >= "09"}
+    marker = json.loads((out / release.MARKER).read_text())
+    assert set(marker["hints_withheld"]) == later and any("withheld (6 tasks)" in line for line in lines)
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_ROOT"}
+    env.update(PYTHONPATH=str(out), COURSE_MODE="cpu", COURSE_PROGRESS=str(tmp_path / "progress.json"))
+    code = "import json; from course_lib import tasks; print(json.dumps({s.name: s.hints for s in tasks.all_tasks()}))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=out, env=env, capture_output=True, text=True, timeout=300)
+    released = json.loads(done.stdout)
+    for task, hints in released.items():
+        original = tasks.get(task).hints
+        assert hints == (original[:1] if task in later else original), task
+    hint = subprocess.run(
+        [sys.executable, "-m", "course_lib", "hint", "ws_matmul", "2"], cwd=out, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert "its other 3 are withheld until the assignment is over" in hint.stdout, hint.stdout + hint.stderr
