@@ -440,3 +440,15 @@ def test_course_lib_does_not_need_notebook_packages():
         [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, COURSE_MODE="cpu")
     )
     assert run.returncode == 0, run.stderr
+
+
+@cpu_only
+def test_in_a_released_copy_the_panel_counts_the_learners_own_kernel(no_results, no_timing, monkeypatch):
+    """A released assignment withholds the solutions: the panel and count_traffic fall back to the
+    learner's exercises/ (an unfinished one says so), never to a missing solutions/ file."""
+    from course_lib import sources
+
+    monkeypatch.setattr(sources, "solution_present", lambda task: False)
+    text = texts(W.benchmark_panel("vector_add"))
+    assert "exercises/vector_add.py" in text and "solutions/" not in text
+    assert "could not count" in text and "not implemented yet" in text  # the untouched exercise

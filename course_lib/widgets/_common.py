@@ -89,6 +89,14 @@ def _spec(task):
     return tasks.get(task) if isinstance(task, str) else task
 
 
+def _own_if_withheld(spec, source: str) -> str:
+    """``source``, or the learner's own exercises/ where the solutions are asked for and a released copy
+    of the course withholds them."""
+    from .. import sources
+
+    return "exercises" if source == "solutions" and not sources.solution_present(spec.name) else source
+
+
 def _load_entry(spec, source: str):
     """The launcher of ``spec``'s task file in ``source``."""
     from .. import sources

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import results, roofline, runtime
 from . import gpu_sweep
-from ._common import CPU_NO_TIME, _dtype_name, _heading, _image, _pre, _spec
+from ._common import CPU_NO_TIME, _dtype_name, _heading, _image, _own_if_withheld, _pre, _spec
 from .gpu_sweep import sweep_figure, sweep_table
 from .model import default_sizes, metric_for, model_peaks, model_plot, model_rows, model_table
 from .traffic_count import count_traffic, traffic_text
@@ -25,6 +25,7 @@ def benchmark_panel(task, sizes=None, source: str = "solutions", run: bool = Tru
     import ipywidgets as w
 
     spec = _spec(task)
+    source = _own_if_withheld(spec, source)  # a released copy: the learner's own kernel
     title = w.HTML(_heading(f"{spec.name}: {spec.title}", runtime.describe_mode()))
     try:
         sizes = [tuple(s) if isinstance(s, (tuple, list)) else (int(s),) for s in (sizes or default_sizes(spec))]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .. import traffic
-from ._common import _load_entry, _spec
+from ._common import _load_entry, _own_if_withheld, _spec
 from .model import _case, base_case
 
 TRAFFIC_ELEMENTS = 16_384  # 1-D size the interpreter counts traffic at: 16 blocks of 1024, ~0.1 s
@@ -19,12 +19,13 @@ def traffic_shape(task) -> tuple[int, ...]:
 
 
 def count_traffic(task, shape=None, source: str = "solutions") -> tuple[traffic.Recorder, object]:
-    """Run a task's launcher once in the interpreter under ``traffic.record()``: (recorder, case)."""
+    """Run a task's launcher once in the interpreter under ``traffic.record()``: (recorder, case). In a
+    released copy, which withholds the solutions, the learner's own exercise stands in for one."""
     import torch
 
     spec = _spec(task)
     case = _case(spec, shape or traffic_shape(spec), "traffic")
-    entry = _load_entry(spec, source)
+    entry = _load_entry(spec, _own_if_withheld(spec, source))
     inputs = spec.make_inputs(case, torch.Generator().manual_seed(0))
     with traffic.record() as rec:
         entry(**inputs)
