@@ -197,9 +197,14 @@ def test_without_a_hold_the_worker_is_granted_at_once(cache):
 
 
 def test_a_request_is_no_reply(cache):
-    """A step that expects a reply never takes a request for one (the old protocol would have called
-    "gpu_off" a garbled reply; now it is not the step's answer either way)."""
+    """A step that expects a reply never takes a request for one: a "gpu_off" is done and the step waits
+    on for its answer (the protocol before the GPU hold called it a garbled reply), and what follows it
+    must still be that answer."""
     session, worker_end = _session_and_worker_end()
+    _send(worker_end, {"kind": "gpu_off"})
+    _send(worker_end, {"kind": "case_done", "n": 1})
+    reply, _ = session.ask(None, 2.0, "case_done")
+    assert reply == {"kind": "case_done", "n": 1}
     _send(worker_end, {"kind": "gpu_off"})
     _send(worker_end, {"kind": "something else"})
     with pytest.raises(isolation._Garbled):
