@@ -9,7 +9,6 @@ import argparse
 import json
 import secrets
 import sys
-import threading
 from pathlib import Path
 
 from . import runtime
@@ -65,17 +64,11 @@ def _cmd_check(args) -> int:
     done = []
     width = max(len(n) for n in names)
 
-    printing = threading.Lock()
-
-    def each(result) -> None:  # each task's lines as soon as it is graded, with how far along
-        # graders report from several threads: one whole block at a time, numbered in order (print's
-        # text and its newline are two writes, and two tasks' lines ran together in CI)
-        with printing:
-            done.append(result)
-            lines = report.result_lines(result, width)
-            lines[0] = f"[{len(done):>{len(str(len(names)))}}/{len(names)}] {lines[0]}"
-            sys.stdout.write("\n".join(lines) + "\n")
-            sys.stdout.flush()
+    def each(result) -> None:  # each task's lines as soon as it is graded (grade_jobs reports one at a time)
+        done.append(result)
+        lines = report.result_lines(result, width)
+        lines[0] = f"[{len(done):>{len(str(len(names)))}}/{len(names)}] {lines[0]}"
+        print("\n".join(lines), flush=True)
 
     if stream:
         print(f"grading {len(names)} tasks of {sources.display(sources.resolve(source))} (seed {seed}); "

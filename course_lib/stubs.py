@@ -112,9 +112,6 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-_digest = digest
-
-
 @dataclass
 class SyncReport:
     written: list[str]  # created or updated
@@ -186,10 +183,10 @@ def sync(root: Path | None = None, check: bool = False, force: bool = False) -> 
             current = target.read_text()
             if current == wanted:
                 report.unchanged.append(sol.name)
-                new_manifest[sol.name] = _digest(wanted)
+                new_manifest[sol.name] = digest(wanted)
                 continue
             report.drift.append(sol.name)
-            edited = manifest.get(sol.name) != _digest(current)
+            edited = manifest.get(sol.name) != digest(current)
             if check:
                 continue
             if edited and not force:
@@ -203,7 +200,7 @@ def sync(root: Path | None = None, check: bool = False, force: bool = False) -> 
             report.drift.append(sol.name)
             continue
         _atomic_write(target, wanted)
-        new_manifest[sol.name] = _digest(wanted)
+        new_manifest[sol.name] = digest(wanted)
         report.written.append(sol.name)
     if not check and new_manifest != manifest:
         _atomic_write(manifest_path, json.dumps(new_manifest, indent=1, sort_keys=True) + "\n")
@@ -217,4 +214,4 @@ def is_untouched(task: str, root: Path | None = None) -> bool:
     manifest_path = root / "exercises" / MANIFEST
     if not path.exists() or not manifest_path.exists():
         return False
-    return json.loads(manifest_path.read_text()).get(path.name) == _digest(path.read_text())
+    return json.loads(manifest_path.read_text()).get(path.name) == digest(path.read_text())

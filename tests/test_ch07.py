@@ -359,21 +359,13 @@ def test_split_k_experiment_is_right(loop):
 
 
 def test_split_k_loop_over_offsets_is_not_pipelined():
-    """What the decode record's split-K rows rest on: compiled for sm_90, the loop over a slice's K offsets
-    has no cp.async (each step's loads are waited for), the loop over its steps counted from zero has."""
-    from course_lib import compilation
+    """What notebook 07 prints and its prose reads (lessons.ch07.split_k_loop_forms, demos.split_k_slices):
+    compiled for sm_90, the loop over a slice's K offsets has no cp.async (each step's loads are waited
+    for), the loop over its steps counted from zero has, with num_stages tiles in shared memory."""
+    from course_lib.lessons import ch07 as lesson07
 
-    exp = _experiments_gemm()
-    M, N, K = 16, 8192, 8192
-    x, w, ws = torch.empty(M, K, dtype=BF16), torch.empty(N, K, dtype=BF16), torch.empty(M, N)
-    bias = torch.empty(N, dtype=BF16)
-    found = {}
-    for loop in ("steps", "bounds"):
-        kernel = compilation.compile_for_args(
-            exp.lin_small_m, x, w, bias, ws, M, N, K, K, K, N, BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, SPLIT_K=2,
-            EPILOGUE=True, LOOP=loop, num_warps=4, num_stages=4,
-        )  # fmt: skip
-        ptx = kernel.asm["ptx"]
-        found[loop] = (ptx.count("cp.async.cg") + ptx.count("cp.async.ca"), kernel.metadata.shared)
-    assert found["steps"][0] > 0 and found["steps"][1] >= 4 * 16 * 256 * 2  # num_stages buffers of the tiles
-    assert found["bounds"][0] == 0, found
+    forms = lesson07.split_k_loop_forms()
+    assert forms["offsets"][0] == 0 and forms["offsets"][1] < 4 * 16 * 256 * 2
+    # num_stages - 1 = 3 tiles of x and of w in flight in shared memory
+    assert forms["steps"][0] > 0 and forms["steps"][1] >= 3 * (16 + 64) * 256 * 2
+    assert "loop over offsets    0 cp.async" in lesson07.split_k_loop_text(forms)

@@ -182,39 +182,3 @@ def test_check_of_several_tasks_prints_each_line_as_it_is_graded(cli):
     assert all(" PASS " in line for line in numbered)
     assert "2 of 2 tasks pass" in lines
     assert any("graded on a GPU only" in line for line in lines)
-
-
-def test_check_all_prints_each_tasks_lines_whole_when_graders_report_at_once(monkeypatch):
-    """Graders report from several threads; two tasks' lines once ran together in CI ('...scale_rows.py[ 6/22]
-    TODO ...'): print writes its text and its newline apart. Each block comes whole, numbered 1 to N."""
-    import io
-    import re
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
-    from course_lib import cli, grader
-    from course_lib.grader.result import PASS, TaskResult
-
-    class SlowOut(io.StringIO):
-        def write(self, text):
-            time.sleep(0.002)  # a terminal or a pipe: each write takes a while
-            return super().write(text)
-
-    def grade(names, on_result=None, **kwargs):
-        results = [TaskResult(n, PASS, f"{n} passed", details=[f"{n} detail 1", f"{n} detail 2"]) for n in names]
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(on_result, results))
-        return results
-
-    out = SlowOut()
-    monkeypatch.setattr(grader, "grade", grade)
-    monkeypatch.setattr("sys.stdout", out)
-    cli.main(["check", "--all", "--solutions"])
-    lines = out.getvalue().splitlines()
-    numbered = [(i, re.match(r"\[\s*(\d+)/(\d+)\] PASS  (\w+)", line)) for i, line in enumerate(lines)]
-    numbered = [(i, m) for i, m in numbered if m]
-    total = int(numbered[0][1].group(2))
-    assert sorted(int(m.group(1)) for _, m in numbered) == list(range(1, total + 1))
-    for i, m in numbered:  # each task's details right under its own line
-        task = m.group(3)
-        assert lines[i + 1].strip() == f"{task} detail 1" and lines[i + 2].strip() == f"{task} detail 2"

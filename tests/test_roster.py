@@ -9,6 +9,8 @@ import hashlib
 import json
 import os
 import shutil
+import types
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, WRONG, assert_clean, requires_sandbox, run_course
@@ -761,3 +763,38 @@ def test_each_row_keeps_when_its_file_was_handed_in(tmp_path):
     assert rows["ada", "vector_copy"]["status"] == "empty" and rows["bob", "vector_add"]["submitted"] == ""
     assert rows["ada", "vector_add"]["timestamp"] != rows["ada", "vector_add"]["submitted"]
     assert result.rows
+
+
+def test_grade_jobs_reports_one_result_at_a_time(monkeypatch):
+    """Jobs end in several threads, and on_result is called for one at a time: check --all prints each
+    task's lines with print (its text and its newline are two writes: two tasks' lines once ran together
+    in CI), and the room counts its bar, with no lock of their own."""
+    import threading
+    import time
+
+    from course_lib import grader
+    from course_lib.grader import Job
+    from course_lib.grader.result import PASS, TaskResult
+
+    monkeypatch.setattr(grader, "make_worker", lambda *a, **k: types.SimpleNamespace(on_slow=None))
+    monkeypatch.setattr(grader, "remove_stale_jobs", lambda: None)  # the machine's job folders: not this test's
+
+    def grade_task(task, *args, **kwargs):
+        time.sleep(0.02)
+        return TaskResult(task, PASS, "passed")
+
+    monkeypatch.setattr(grader, "grade_task", grade_task)
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def on_result(job, result):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.01)  # a report that takes a while, as a terminal's write does
+        with lock:
+            inside[0] -= 1
+
+    jobs = [Job(f"learner{i}", "vector_add", Path(".")) for i in range(24)]
+    results = grader.grade_jobs(jobs, workers=8, on_result=on_result)
+    assert len(results) == 24 and all(r.passed for r in results)
+    assert most[0] == 1

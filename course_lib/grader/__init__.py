@@ -253,7 +253,8 @@ def grade_jobs(
     cores. A job whose worker looks hung (silent for ``isolation.SLOW_FRACTION`` of a step's limit)
     lets one more job start while it waits out its limit (at most twice ``workers``, and two a core,
     at once), so a room of hangs is not graded one limit at a time. ``sandboxed``: as for ``make_worker`` (a room
-    passes True, or False when the instructor said --unsandboxed)."""
+    passes True, or False when the instructor said --unsandboxed). ``on_result(job, result)`` is called
+    as each job ends, one call at a time."""
     seed = secrets.randbelow(2**31) if seed is None else seed
     if sandboxed and not sandbox.available().ok:
         raise SandboxUnavailable(sandbox.available().reason)
@@ -330,7 +331,7 @@ def grade_jobs(
         if gpus and workers > 1 and _out_of_gpu_memory(result):
             return result  # graded again, alone, after the others (below); reported then
         if on_result is not None:
-            with reporting:  # one result at a time: a caller's report never runs into another's
+            with reporting:  # one result at a time: callers print and count without locks of their own
                 on_result(job, result)
         return result
 

@@ -48,7 +48,6 @@ import re
 import stat
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -808,14 +807,12 @@ def grade_room(
             graded_jobs.append(job)
 
     show = progress if progress is not None else sys.stderr.isatty()
-    lock = threading.Lock()
     with tqdm(
         total=len(jobs), disable=not show, unit="job", desc="grading", file=sys.stderr, dynamic_ncols=True
     ) as bar:
 
-        def on_result(job: Job, result: TaskResult) -> None:
-            with lock:
-                bar.update(1 + len(copies.get(job, ())))
+        def on_result(job: Job, result: TaskResult) -> None:  # grade_jobs reports one at a time
+            bar.update(1 + len(copies.get(job, ())))
 
         results = list(grade(
             graded_jobs, seed=seed, workers=workers, timeout=timeout, on_result=on_result, hidden=hidden_path,

@@ -124,6 +124,35 @@ def _split_k_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def split_k_loop_forms(M: int = 16, N: int = 8192, K: int = 8192, split: int = 2) -> dict[str, tuple[int, int]]:
+    """{loop form: (cp.async instructions in the PTX, bytes of shared memory)} of ``demos.split_k_slices``
+    compiled for sm_90 on this machine (nothing runs: the tensors only give shapes and dtypes), bf16, its
+    decode tile (BLOCK_N 64, BLOCK_K 256, 4 stages)."""
+    import torch
+
+    from .. import compilation, demos
+
+    x, w = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(N, K, dtype=torch.bfloat16)
+    ws = torch.empty(M, N)
+    forms = {}
+    for loop in ("offsets", "steps"):
+        kernel = compilation.compile_for_args(
+            demos.split_k_slices, x, w, ws, M, N, K, BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, SPLIT_K=split, LOOP=loop,
+            num_warps=4, num_stages=4,
+        )  # fmt: skip
+        ptx = compilation.asm(kernel, "ptx")
+        forms[loop] = (ptx.count("cp.async.cg") + ptx.count("cp.async.ca"), kernel.metadata.shared)
+    return forms
+
+
+def split_k_loop_text(forms: dict[str, tuple[int, int]]) -> str:
+    """The lines notebook 07 prints for ``split_k_loop_forms``."""
+    return "\n".join(
+        f"loop over {loop:<8}{copies:4} cp.async in the PTX, {shared // 1024:4} KB of shared memory"
+        for loop, (copies, shared) in forms.items()
+    )
+
+
 def decode_table(data: dict | None) -> str:
     """The decode experiment (DECODE_RECORD, or None where it is not recorded), N = K = 8192 bf16: per
     M, cuBLAS's matmul alone, the range of times of each BLOCK_N (so each count of programs) over
