@@ -82,12 +82,13 @@ def _cmd_check(args) -> int:
         print(json.dumps([r.to_dict() for r in results], indent=1))
     else:
         print("\n".join(report.footer(results)) if stream else report.text(results))
-        available = sandbox.available()
         if not grader.own_work(sources.resolve(source)) and not any(r.sandboxed for r in results):
+            available = sandbox.available()
             why = available.reason if not available.ok else "COURSE_SANDBOX=off"
             print(f"note: {sources.display(sources.resolve(source))} was graded without the sandbox ({why})")
-        elif not available.ok and not args.solutions:
-            print(f"note: no sandbox on this machine ({available.reason}): fine for your own work; "
+        elif (missing := sandbox.known_unavailable()) and not args.solutions:
+            # one's own work needs no sandbox, so no trial sandbox is made for this note (`doctor` makes one)
+            print(f"note: no sandbox on this machine ({missing}): fine for your own work; "
                   "grading a room needs one")  # fmt: skip
     return 0 if all(report.settled(r) for r in results) else 1
 

@@ -14,6 +14,8 @@ on every supported Triton.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from . import runtime
@@ -214,6 +216,22 @@ def _install_device_call_restore(interp) -> None:
     interp.InterpretedFunction.__call__ = call
 
 
+_trials_skipped = 0
+
+
+@contextlib.contextmanager
+def autotune_trials_skipped():
+    """While this block runs, an autotuner meeting a new shape keeps its first config without running
+    any config as a trial (the interpreter has nothing to time, so the first is kept anyway). For the
+    grader's probes (``grader.worker.run_probe``), which watch what one call does."""
+    global _trials_skipped
+    _trials_skipped += 1
+    try:
+        yield
+    finally:
+        _trials_skipped -= 1
+
+
 def _install_interpreter_autotune() -> None:
     """In the interpreter there is nothing to time: ``triton.autotune`` would call do_bench, which
     needs a GPU. Run each config once instead (so every config is checked for correctness, bounds
@@ -224,7 +242,8 @@ def _install_interpreter_autotune() -> None:
         return
 
     def run_once(kernel_call, quantiles=None):
-        kernel_call()
+        if not _trials_skipped:
+            kernel_call()
         return [0.0] * len(quantiles) if quantiles else 0.0
 
     autotuner.Autotuner.do_bench = property(lambda self: run_once)

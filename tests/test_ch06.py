@@ -102,6 +102,25 @@ def test_other_right_orders_pass(folder):
     assert GOOD_SUBMISSIONS[folder] in text, text
 
 
+@requires_interpreter
+def test_the_order_probe_runs_one_call_not_the_autotuners_trials():
+    """The solution autotunes over several configs; the probe looks at the order of one call, so the
+    autotuner keeps its first config there without trying each (grouped_matmul's CPU grading took 14 s
+    with the trials, 7 without). The cases still run every config."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("grouped_probe", sources.resolve("solutions") / f"{GROUPED}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert len(module.grouped_matmul_kernel.configs) > 1, "the solution autotunes: the test means something"
+    from course_lib import interpreter
+    from course_lib.grader.worker import run_probe
+
+    facts = run_probe(ch06.probe_order, module, module.grouped_matmul)
+    assert facts["launches"] == 1 and facts["right"], facts
+    assert not interpreter._trials_skipped  # only inside the probe
+
+
 @pytest.mark.parametrize("task", [TILED, GROUPED])
 def test_untouched_stub_reports_todo(task):
     assert stubs.is_untouched(task), f"exercises/{task}.py was edited: run sync-exercises --force"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import triton
-from conftest import WRONG, requires_interpreter
+from conftest import GOOD, WRONG, requires_interpreter
 from test_ch06 import case_name, failed_cases, full_text
 
 from course_lib import grader, runtime, sources, stubs, tasks
@@ -86,6 +86,16 @@ def test_wrong_submission_is_rejected(folder):
     must_pass = {case_name(c) for c in cases if should_fail(c) is False}
     assert must_fail <= failed, f"these cases should have failed: {must_fail - failed}\n{text}"
     assert not failed & must_pass, f"these cases should have passed: {failed & must_pass}\n{text}"
+
+
+@requires_interpreter  # the fusion check is seen in the interpreter
+def test_an_autotuned_kernel_is_one_launch_not_its_trials():
+    """Right another way (tests/good/ch07_autotuned): triton.autotune chooses the tile. Its trial runs of
+    each config are the autotuner's, not launches of the learner's: the fusion judge sees one launch."""
+    result = grader.grade_task(TASK, GOOD / "ch07_autotuned", seed=SEED)
+    text = full_text(result)
+    assert result.status == PASS, text
+    assert "fused: one launch" in text, text
 
 
 def test_every_ch07_wrong_submission_is_listed():

@@ -279,6 +279,26 @@ def test_without_a_sandbox_a_room_is_refused_and_graded_only_when_told(tmp_path)
     assert checked.returncode == 0 and "was graded without the sandbox" in checked.stdout
 
 
+def test_ones_own_work_is_graded_without_making_a_trial_sandbox(monkeypatch):
+    """The trial sandbox imports torch (a second or two): checking one's own exercises needs none, so
+    none is made; a room's worker still asks for one. Without bwrap the reason is known without a trial."""
+
+    def trial():
+        raise AssertionError("a trial sandbox was made")
+
+    trial.cache_info = lambda: type("Info", (), {"currsize": 0})()
+    monkeypatch.setattr(sandbox, "available", trial)
+    monkeypatch.delenv("COURSE_SANDBOX", raising=False)
+    assert not grader.make_worker(ROOT / "exercises").sandboxed
+    assert not grader.make_worker(ROOT / "solutions", sandboxed=False).sandboxed
+    with pytest.raises(AssertionError, match="trial sandbox"):
+        grader.make_worker(ROOT / "tests" / "good" / "controls")  # another's work: sandboxed if possible
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
+    assert "not installed" in sandbox.known_unavailable()
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: "/usr/bin/bwrap")
+    assert sandbox.known_unavailable() is None  # not known without a trial: the note is left to the doctor
+
+
 def test_a_room_is_graded_in_the_sandbox_and_says_so(tmp_path):
     room = tmp_path / "room"
     (room / "ada").mkdir(parents=True)

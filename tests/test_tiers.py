@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib import sources, tasks
+from course_lib import runtime, sources, tasks
 from course_lib.grader import Worker, bounds, isolation, limits, roster, tiers
 from course_lib.grader.report import footer
 from course_lib.grader.result import PASS, TaskResult
@@ -724,6 +724,34 @@ def test_each_job_gets_a_share_of_the_cores_for_its_torch(monkeypatch):
     assert shares(1) == {None}
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert shares(4) == {None}  # the instructor's setting reaches the workers through the environment
+
+
+THREADS_PRINTED = (
+    (HERE / "../solutions/vector_add.py").read_text()
+    + """
+import os
+import torch
+print("threads", torch.get_num_threads(), "parent", os.getppid())
+"""
+)
+
+
+@pytest.mark.timeout(300)
+def test_a_share_of_the_cores_still_forks_the_worker_from_the_fork_server(tmp_path, scratch_cache):
+    """A job's torch thread share reaches a CPU-mode worker, and that worker is still forked from the fork
+    server, which has torch and course_lib imported already: a spawned worker imports them afresh (about
+    2 s of CPU a job on a 2-core machine; check --all --solutions took 35.5 s here spawned, 18.8 forked)."""
+    if not runtime.is_cpu() or "forkserver" not in multiprocessing.get_all_start_methods():
+        pytest.skip("the fork server is for CPU-mode workers on Linux")
+    folder = _write(tmp_path / "threads", "vector_add", THREADS_PRINTED)
+    worker = Worker(env={"OMP_NUM_THREADS": "1"})
+    assert not worker.needs_spawn
+    result = isolation.run_task(tasks.get("vector_add"), folder, 7, limits.GENEROUS, worker, check_source=False)
+    assert result.status == PASS, result.summary
+    assert "threads 1 parent" in result.output, result.output
+    parent = int(result.output.split("parent", 1)[1].split()[0])
+    assert parent != os.getpid(), "forked from the fork server, not spawned by the grader"
+    assert Worker(env={"CUDA_VISIBLE_DEVICES": "1"}).needs_spawn  # anything else still spawns
 
 
 @pytest.mark.timeout(300)

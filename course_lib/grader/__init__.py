@@ -70,13 +70,13 @@ def make_worker(
     SandboxUnavailable where there is none), False runs without it, None decides: sandboxed where the
     source is not the course's own exercises/ or solutions/ and a sandbox can be made here
     (COURSE_SANDBOX=on sandboxes one's own work too, =off nothing that is not asked for)."""
-    available = sandbox.available()
+    # the trial sandbox (sandbox.available) costs a torch import: made only where one is wanted
     if sandboxed is None:
         setting = os.environ.get("COURSE_SANDBOX", "auto").strip().lower()
         wanted = setting == "on" or (setting != "off" and not own_work(source_dir))
-        sandboxed = wanted and available.ok
-    elif sandboxed and not available.ok:
-        raise SandboxUnavailable(available.reason)
+        sandboxed = wanted and sandbox.available().ok
+    elif sandboxed and not sandbox.available().ok:
+        raise SandboxUnavailable(sandbox.available().reason)
     return Worker(env=dict(env or {}), sandboxed=sandboxed, hidden=_hidden_paths(source_dir, hidden))
 
 

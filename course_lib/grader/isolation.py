@@ -80,6 +80,13 @@ SEND_WITHIN_S = 10.0  # a message to a worker: a worker that reads nothing is la
 SLOW_FRACTION = 0.5  # of a step's limit: a worker still silent then looks hung (``Worker.on_slow``)
 
 
+# variables of Worker.env that the worker applies itself once started (``worker.main``): the thread
+# count of each job's torch (side by side, jobs share the cores). A worker forked from the fork server
+# gets them too, so they need no process of their own (a spawned worker imports torch and course_lib
+# afresh: about 2 s of CPU a job on this course's 2-core CI machine)
+FORK_SAFE_ENV = frozenset({"OMP_NUM_THREADS"})
+
+
 @dataclass
 class Worker:
     """Where and how the worker runs: the mode its kernels run in, its environment, and whether it
@@ -99,8 +106,10 @@ class Worker:
 
     @property
     def needs_spawn(self) -> bool:
-        """The fork server is started in CPU mode with the interpreter loaded; anything else spawns."""
-        return not (self.mode == runtime.CPU and runtime.is_cpu() and not self.env)
+        """The fork server is started in CPU mode with the interpreter loaded; anything else spawns.
+        A forked worker has the fork server's environment, not ``env``: only variables the worker
+        applies itself after the fork (``FORK_SAFE_ENV``) leave it to the fork server."""
+        return not (self.mode == runtime.CPU and runtime.is_cpu() and set(self.env) <= FORK_SAFE_ENV)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -682,6 +691,7 @@ def _setup(spec: tasks.TaskSpec, path: Path, copy: Path, worker: Worker) -> dict
         "mode": worker.mode,
         "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
         "nice": worker.nice,
+        "threads": worker.env.get("OMP_NUM_THREADS"),
     }
 
 

@@ -71,6 +71,19 @@ def _options(bwrap: str) -> frozenset[str]:
     return frozenset(word for word in text.split() if word.startswith("--"))
 
 
+def known_unavailable() -> str | None:
+    """Why no sandbox can be made here, where that is known without a trial sandbox (whose torch import
+    costs a second or two): not Linux, no bwrap, or a trial already made that failed. None otherwise."""
+    if available.cache_info().currsize:
+        found = available()
+        return None if found.ok else found.reason
+    if not sys.platform.startswith("linux"):
+        return f"no sandbox on {sys.platform}: the grader's sandbox is Linux's bubblewrap"
+    if not _bwrap():
+        return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+    return None
+
+
 @functools.cache
 def available() -> Availability:
     """Whether a sandbox can be made here: bwrap exists, and a trial sandbox with the worker's view

@@ -382,7 +382,7 @@ class _Worker:
         module_name, function = message["probe"].split(":")
         probe = getattr(importlib.import_module(module_name), function)
         try:
-            facts = probe(self.module, self.entry)
+            facts = run_probe(probe, self.module, self.entry)
             _send(self.conn, {"kind": "probe_done", "facts": json.loads(json.dumps(facts))})
         except BaseException as e:  # learner code runs inside the probe
             _send(self.conn, {"kind": "probe_done", "error": _explain(e, self.path)})
@@ -470,6 +470,34 @@ def _raise_caught_refusal(guard) -> None:
         raise TorchComputeInLauncher(f"{violation} (The launcher caught this error and went on: it still counts.)")
 
 
+def run_probe(probe, module, entry):
+    """A task's probe of the learner's module (plain facts for its judge). A probe watches what calls do
+    (which program stores which tile, how many launches a call makes): in the interpreter, an autotuner
+    meeting a new shape keeps its first config there instead of running every config as a trial first,
+    work the probe would throw away (grouped_matmul's probe ran four configs on a 1280 x 2432 output
+    before its one call) and launches that are not the learner's. The cases still run every config."""
+    from .. import interpreter
+
+    with interpreter.autotune_trials_skipped():
+        return probe(module, entry)
+
+
+def _set_threads(threads) -> None:
+    """torch's thread count, from the grader (its share of the cores): a worker forked from the fork
+    server has that server's environment, where OMP_NUM_THREADS may be unset."""
+    if threads is None:
+        return
+    try:
+        n = int(threads)
+    except (TypeError, ValueError):
+        return
+    if n > 0:
+        os.environ["OMP_NUM_THREADS"] = str(n)
+        import torch
+
+        torch.set_num_threads(n)
+
+
 LOG_LIMIT_BYTES = 256 << 20  # what the worker may print or write to any one file
 
 
@@ -483,6 +511,7 @@ def main(conn, setup: dict, log_path: str | None) -> None:
             os.nice(int(setup["nice"]))
         except (OSError, ValueError, TypeError):
             pass  # a priority is a courtesy to other jobs, never a reason to fail one
+    _set_threads(setup.get("threads"))
     if log_path is not None:
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         sys.stdout.flush()
