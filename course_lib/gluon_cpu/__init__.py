@@ -1,0 +1,289 @@
+"""Gluon kernels run on the CPU, their asynchronous protocol checked as they run (issue 25, first part).
+
+Triton's interpreter does not take ``@gluon.jit`` kernels. This runs one: the kernel's own Python
+function, its globals rebound so that ``gl``, ``mbarrier``, ``tma``, ``warpgroup_mma`` and the rest
+are this package's (``language``), its ``@gluon.jit`` helpers rebound the same way, each program of the
+grid in turn, the partitions of ``gl.warp_specialize`` as threads that take turns under a seeded
+scheduler (``scheduler``). TMA copies, TMA stores and wgmmas stay asynchronous: they happen when the
+scheduler fires them, so a wait that is missing or on the wrong phase shows, and is named
+(``ProtocolError``, ``Deadlock``).
+
+    with gluon_cpu.launches_simulated(seed=0):
+        ws_matmul(a, b, out, sms=2)        # CPU tensors; the launch runs here, on the CPU
+
+What is not there yet (issue 25): pointer loads and stores (gl.load, gl.store), the elementwise and
+reduction ops beyond what ws_matmul needs, the rule for two partitions writing one slot unordered,
+grading with it, and the trace for notebook 09's timeline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import itertools
+import types
+
+from . import language as L
+from .language import NotSimulated, ProtocolError
+from .scheduler import Deadlock, Scheduler
+
+__all__ = ["Deadlock", "NotSimulated", "ProtocolError", "launches_simulated", "simulate"]
+
+
+# ------------------------------------------------------------------------------------ gl, as the CPU runs it
+
+
+def _real_gl():
+    from triton.experimental.gluon import language as gl
+
+    return gl
+
+
+def _cdiv(a, b):
+    return -(-int(a) // int(b))
+
+
+def _minimum(a, b, *_, **__):
+    if isinstance(a, L.Value) or isinstance(b, L.Value):
+        import torch
+
+        return L.Value(torch.minimum(_as_tensor(a), _as_tensor(b)))
+    return min(a, b)
+
+
+def _maximum(a, b, *_, **__):
+    if isinstance(a, L.Value) or isinstance(b, L.Value):
+        import torch
+
+        return L.Value(torch.maximum(_as_tensor(a), _as_tensor(b)))
+    return max(a, b)
+
+
+def _as_tensor(x):
+    import torch
+
+    return x.data if isinstance(x, L.Value) else torch.tensor(x)
+
+
+def _zeros(shape, dtype, layout=None):
+    import torch
+
+    return L.Value(torch.zeros([int(s) for s in shape], dtype=L.torch_dtype(dtype)), layout)
+
+
+def _full(shape, value, dtype, layout=None):
+    import torch
+
+    return L.Value(torch.full([int(s) for s in shape], value, dtype=L.torch_dtype(dtype)), layout)
+
+
+def _program_id(axis):
+    return L.Program.now().pid[int(axis)]
+
+
+def _num_programs(axis):
+    return L.Program.now().grid[int(axis)]
+
+
+def _warp_specialize(functions_and_args, worker_num_warps, worker_num_regs=None, *rest):
+    """The default partition runs in this thread; each worker partition is a thread of its own. Returns
+    when every partition has ended, with what the default partition returned."""
+    if callable(functions_and_args) or rest:
+        raise NotSimulated("gl.warp_specialize's older form (separate default and worker lists) is not simulated")
+    program = L.Program.now()
+    (default_fn, default_args), *workers = functions_and_args
+    spawned = []
+    for i, (fn, args) in enumerate(workers):
+        name = f"{getattr(fn, '__name__', 'worker')} (worker partition {i + 1})"
+        spawned.append(program.scheduler.spawn(name, _in_program(program, fn, args)))
+    here = program.scheduler.current()
+    if here is not None:
+        here.name = f"{getattr(default_fn, '__name__', 'default')} (default partition)"
+    result = default_fn(*default_args)
+    program.scheduler.point(
+        lambda: all(p.finished for p in spawned), "the worker partitions to end (gl.warp_specialize)"
+    )
+    return result
+
+
+def _in_program(program, fn, args):
+    def body():
+        L._bind_program(program)
+        return fn(*args)
+
+    return body
+
+
+def _static_range(*args):
+    return range(*(int(a) for a in args))
+
+
+class _Namespace(types.SimpleNamespace):
+    """A module as the kernel sees it: this package's functions, else the real module's classes, dtypes
+    and layouts; a function not simulated raises NotSimulated when called, naming it."""
+
+    def __init__(self, real_module, label: str, **functions):
+        super().__init__(**functions)
+        object.__setattr__(self, "_real", real_module)
+        object.__setattr__(self, "_label", label)
+
+    def __getattr__(self, name):
+        real = getattr(object.__getattribute__(self, "_real"), name)
+        if isinstance(real, type) or type(real).__name__ in ("dtype", "constexpr") or name.endswith("Layout"):
+            return real
+        return _missing(f"{object.__getattribute__(self, '_label')}.{name}")
+
+
+def _missing(name: str):
+    def call(*_, **__):
+        raise NotSimulated(f"{name} is not simulated on the CPU yet")
+
+    return call
+
+
+_FUNCTIONS = {
+    # gl
+    "program_id": _program_id, "num_programs": _num_programs, "cdiv": _cdiv, "minimum": _minimum,
+    "maximum": _maximum, "zeros": _zeros, "full": _full, "static_range": _static_range,
+    "allocate_shared_memory": L.allocate_shared_memory, "warp_specialize": _warp_specialize,
+    # hopper
+    "warpgroup_mma": L.warpgroup_mma, "warpgroup_mma_wait": L.warpgroup_mma_wait,
+    "fence_async_shared": L.fence_async_shared,
+    # tma (both names: 3.6 and 3.7 say async_copy_*, 3.8 on async_load / async_store)
+    "async_copy_global_to_shared": L.tma_load, "async_load": L.tma_load,
+    "async_copy_shared_to_global": L.tma_store, "async_store": L.tma_store, "store_wait": L.tma_store_wait,
+    # mbarrier
+    "init": L.mbarrier_init, "wait": L.mbarrier_wait, "arrive": L.mbarrier_arrive, "expect": L.mbarrier_expect,
+    "invalidate": L.mbarrier_invalidate,
+}  # fmt: skip
+
+
+def _namespaces() -> dict:
+    gl = _real_gl()
+    from triton.experimental.gluon.language.nvidia import hopper
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+
+    def pick(*names):
+        return {n: _FUNCTIONS[n] for n in names}
+
+    shims = {
+        id(gl): _Namespace(gl, "gl", constexpr=lambda x: x, **pick(
+            "program_id", "num_programs", "cdiv", "minimum", "maximum", "zeros", "full", "static_range",
+            "allocate_shared_memory", "warp_specialize")),
+        id(mbarrier): _Namespace(mbarrier, "mbarrier", **pick("init", "wait", "arrive", "expect", "invalidate")),
+        id(tma): _Namespace(tma, "tma", **pick(
+            "async_copy_global_to_shared", "async_load", "async_copy_shared_to_global", "async_store",
+            "store_wait")),
+    }  # fmt: skip
+    shims[id(hopper)] = _Namespace(
+        hopper, "hopper", mbarrier=shims[id(mbarrier)], tma=shims[id(tma)],
+        **pick("warpgroup_mma", "warpgroup_mma_wait", "fence_async_shared"),
+    )  # fmt: skip
+    return shims
+
+
+# ----------------------------------------------------------------------------------- rebinding a kernel
+
+
+def _names(code) -> set:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _is_kernel(value) -> bool:
+    return type(value).__name__ in ("GluonJITFunction", "JITFunction", "InterpretedFunction") and hasattr(value, "fn")
+
+
+def rebound(fn, shims: dict, cache: dict):
+    """``fn`` with the Gluon names it uses bound to the CPU's, its kernel helpers rebound likewise."""
+    if _is_kernel(fn):
+        fn = fn.fn
+    if fn in cache:
+        return cache[fn]
+    namespace = dict(fn.__globals__)
+    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__, copy.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    cache[fn] = copy
+    for name in _names(fn.__code__):
+        if name in namespace:
+            namespace[name] = _replacement(namespace[name], shims, cache)
+    return copy
+
+
+def _replacement(value, shims: dict, cache: dict):
+    if id(value) in shims:
+        return shims[id(value)]
+    if _is_kernel(value):
+        return rebound(value, shims, cache)
+    module = getattr(value, "__module__", "") or ""
+    if callable(value) and module.startswith("triton.") and not isinstance(value, type):
+        name = getattr(value, "__name__", "")
+        if name in _FUNCTIONS:
+            return _FUNCTIONS[name]
+        return _missing(f"{module}.{name}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------- a launch
+
+
+def _device_argument(value):
+    if type(value).__name__ == "TensorDescriptor" and hasattr(value, "block_shape") and hasattr(value, "base"):
+        return L.Descriptor(value)
+    if type(value).__name__ == "Tensor":
+        raise NotSimulated("a tensor passed as a pointer: gl.load and gl.store are not simulated on the CPU yet")
+    return value
+
+
+def simulate(kernel, args: tuple, kwargs: dict, seed: int = 0, event_weight: float = 1.0) -> list[Scheduler]:
+    """Run one launch of a Gluon ``kernel`` on the CPU, every program of its grid; returns each
+    program's scheduler (its log of what happened in which order)."""
+    fn = kernel.fn
+    grid = kwargs.get("grid")
+    params = inspect.signature(fn).parameters
+    call = {k: v for k, v in kwargs.items() if k in params}
+    num_warps = int(kwargs.get("num_warps", call.get("num_warps", 4)))
+    bound = inspect.signature(fn).bind(*args, **call)
+    arguments = {k: _device_argument(v) for k, v in bound.arguments.items()}
+    body = rebound(fn, _namespaces(), {})
+    if callable(grid):
+        grid = grid(dict(arguments))
+    grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+    grid = grid + (1,) * (3 - len(grid))
+    schedulers = []
+    for n, pid in enumerate(itertools.product(range(grid[0]), range(grid[1]), range(grid[2]))):
+        pid = (pid[0], pid[1], pid[2])
+        scheduler = Scheduler(seed=seed * 1_000_003 + n, event_weight=event_weight)
+        program = L.Program(pid, grid, scheduler, num_warps)
+        scheduler.run(f"program {pid[0]}", _in_program(program, lambda: body(**arguments), ()))
+        L._bind_program(program)
+        try:
+            scheduler.flush()  # what is still in flight when the program ends lands now
+        finally:
+            L._bind_program(None)
+        schedulers.append(scheduler)
+    return schedulers
+
+
+@contextlib.contextmanager
+def launches_simulated(seed: int = 0, event_weight: float = 1.0):
+    """While this block runs, every launch of a Gluon kernel runs on the CPU (``simulate``) instead of
+    compiling for a GPU. Other kernels launch as usual."""
+    from .. import hooks
+
+    hooks.install()
+
+    def listener(kernel, args, kwargs):
+        if type(kernel).__name__ != "GluonJITFunction":
+            return None
+        simulate(kernel, args, kwargs, seed=seed, event_weight=event_weight)
+        return hooks.SKIP
+
+    hooks.launch_listeners.append(listener)
+    try:
+        yield
+    finally:
+        hooks.launch_listeners.remove(listener)

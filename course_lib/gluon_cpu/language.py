@@ -1,0 +1,570 @@
+"""What a Gluon kernel's calls do on the CPU: values in torch, shared memory, mbarriers, TMA and wgmma.
+
+Values are torch tensors (``Value``), computed in the dtype the kernel asks for; layouts are carried,
+not simulated. Shared memory is a torch tensor per allocation, and ``.index(i)`` a view of one slot.
+What is asynchronous on the GPU stays asynchronous here: a TMA copy writes its slot when its event
+fires (the scheduler chooses when), a wgmma reads its operands from shared memory when it completes,
+a TMA store reads shared memory when it is written out. Each mistake of the protocol that this
+changes is named as it happens (``ProtocolError``), with the partition, the buffer, the slot and the
+barrier's phase.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from .scheduler import Event, Scheduler
+
+
+class ProtocolError(Exception):
+    """A mistake in the asynchronous protocol: the partition, the buffer, the slot, and what was in flight."""
+
+
+class NotSimulated(Exception):
+    """A Gluon call the CPU runtime does not implement."""
+
+
+_TORCH = {
+    "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64,
+    "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64, "int1": torch.bool,
+    "uint8": torch.uint8,
+}  # fmt: skip
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = getattr(dtype, "name", str(dtype))
+    if name not in _TORCH:
+        raise NotSimulated(f"dtype {name} is not simulated on the CPU")
+    return _TORCH[name]
+
+
+def triton_dtype(dtype: torch.dtype):
+    import triton.language as tl
+
+    names = {v: k for k, v in _TORCH.items()}
+    return getattr(tl, {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}.get(
+        names[dtype], names[dtype]))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ the program
+
+
+class Program:
+    """One program of the grid, run on the CPU: its ids, its scheduler, and what it allocated."""
+
+    _local = threading.local()
+
+    def __init__(self, pid: tuple, grid: tuple, scheduler: Scheduler, num_warps: int):
+        self.pid, self.grid, self.scheduler, self.num_warps = pid, grid, scheduler, num_warps
+        self.allocations: list[SharedMemory] = []
+        self.barriers: list[Barrier] = []
+
+    @classmethod
+    def now(cls) -> Program:
+        program = getattr(cls._local, "program", None)
+        if program is None:
+            raise NotSimulated("a Gluon call outside a program run by course_lib.gluon_cpu")
+        return program
+
+    def partition_name(self) -> str:
+        p = self.scheduler.current()
+        return p.name if p is not None else "the program"
+
+
+def _bind_program(program: Program | None) -> None:
+    Program._local.program = program
+
+
+# ------------------------------------------------------------------------------------------------ values
+
+
+class Value:
+    """A tensor of the kernel (registers): a torch tensor, its layout carried along."""
+
+    def __init__(self, data: torch.Tensor, layout=None):
+        self.data, self.layout = data, layout
+
+    @property
+    def dtype(self):
+        return triton_dtype(self.data.dtype)
+
+    @property
+    def shape(self):
+        return list(self.data.shape)
+
+    def to(self, dtype, **_):
+        return Value(self.data.to(torch_dtype(dtype)), self.layout)
+
+    def __repr__(self) -> str:
+        return f"Value({tuple(self.data.shape)}, {self.data.dtype})"
+
+
+class PendingMma:
+    """The accumulator of a wgmma still in flight: its value exists once the wgmma completes."""
+
+    def __init__(self, op):
+        self.op = op
+
+    def value(self) -> Value:
+        if not self.op.done:
+            raise ProtocolError(
+                f"{self.op.partition} used the accumulator of {self.op.what} before waiting for it "
+                "(warpgroup_mma_wait): on the GPU its registers are not ready"
+            )
+        return self.op.result
+
+
+def _value(x) -> Value:
+    if isinstance(x, PendingMma):
+        return x.value()
+    if isinstance(x, Value):
+        return x
+    raise NotSimulated(f"expected a tensor, got {type(x).__name__}")
+
+
+# ---------------------------------------------------------------------------------------- shared memory
+
+
+class SharedMemory:
+    """An allocation of shared memory, or one slot of it (``index``)."""
+
+    def __init__(self, data: torch.Tensor, layout, name: str, slot: tuple = (), root=None):
+        self.data, self.layout, self.name, self.slot = data, layout, name, slot
+        self.root = root if root is not None else self
+
+    @property
+    def dtype(self):
+        return triton_dtype(self.data.dtype)
+
+    @property
+    def shape(self):
+        return list(self.data.shape)
+
+    @property
+    def type(self):
+        return self  # .type.shape, as Gluon's shared_memory_descriptor has
+
+    def index(self, i):
+        i = int(i)
+        if not 0 <= i < self.data.shape[0]:
+            raise ProtocolError(f"{self.where()}.index({i}) is outside its {self.data.shape[0]} slots")
+        return SharedMemory(self.data[i], self.layout, self.name, (*self.slot, i), self.root)
+
+    def where(self) -> str:
+        return str(self.name) + "".join(f"[{i}]" for i in self.slot)
+
+    def key(self) -> tuple:
+        return (id(self.root), self.slot)
+
+    def overlaps(self, other: SharedMemory) -> bool:
+        if self.root is not other.root:
+            return False
+        n = min(len(self.slot), len(other.slot))
+        return self.slot[:n] == other.slot[:n]
+
+    def store(self, value) -> None:
+        program = Program.now()
+        _check_free(program, self, "a store from registers")
+        self.data.copy_(_value(value).data.to(self.data.dtype))
+        _written_by_registers(program, self)
+
+    def load(self, layout=None) -> Value:
+        program = Program.now()
+        _check_landed(program, self, "a load into registers")
+        return Value(self.data.clone(), layout)
+
+
+class _Name(str):
+    """The name of an allocation: the kernel's own variable, found once the assignment has happened
+    (in the frame that allocated it), else its number and shape."""
+
+    def __new__(cls, fallback: str, frame, owner_ref):
+        self = super().__new__(cls, fallback)
+        self.fallback, self.frame, self.owner_ref, self.found = fallback, frame, owner_ref, None
+        return self
+
+    def __str__(self) -> str:
+        if self.found is None and self.frame is not None:
+            owner = self.owner_ref()
+            for name, value in self.frame.f_locals.items():
+                if value is owner:
+                    self.found = name
+                    break
+        return self.found or self.fallback
+
+    def __add__(self, other):
+        return str(self) + other
+
+    def __format__(self, spec):
+        return format(str(self), spec)
+
+
+def allocate_shared_memory(dtype, shape, layout, value=None):
+    import sys
+    import weakref
+
+    program = Program.now()
+    shape = [int(s) for s in shape]
+    frame = sys._getframe(1)
+    if type(layout).__name__ == "MBarrierLayout":
+        barriers = Barriers(shape, f"barriers #{len(program.barriers) + 1}")
+        barriers.name = _Name(barriers.name, frame, weakref.ref(barriers))
+        for i, b in enumerate(barriers.items):
+            b.name = _Indexed(barriers.name, i)
+        program.barriers.append(barriers)
+        return barriers
+    name = f"shared memory #{len(program.allocations) + 1} ({' x '.join(map(str, shape))})"
+    memory = SharedMemory(torch.zeros(shape, dtype=torch_dtype(dtype)), layout, name)
+    memory.name = _Name(name, frame, weakref.ref(memory))
+    program.allocations.append(memory)
+    if value is not None:
+        memory.store(value)
+    return memory
+
+
+# --------------------------------------------------------------------------------------------- mbarriers
+
+
+class Barrier:
+    """One mbarrier: the arrivals its phase waits for, the bytes expected (tx), and the phases completed."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.count = None  # set by init
+        self.pending = 0
+        self.tx = 0
+        self.completed = 0  # phases completed: the current phase's parity is completed & 1
+        self.invalid = False
+        self.copies: list = []  # TMA copies in flight that arrive here: (what, the phase they were issued in)
+
+    def index(self, i):
+        raise ProtocolError(f"{self.name} is one barrier: it has no .index()")
+
+    def _check(self, what: str) -> None:
+        if self.count is None:
+            raise ProtocolError(f"{what} on {self.name}, which was never initialized (mbarrier.init)")
+        if self.invalid:
+            raise ProtocolError(f"{what} on {self.name} after mbarrier.invalidate")
+
+    def _maybe_complete(self) -> None:
+        if self.pending == 0 and self.tx == 0:
+            early = [what for what, phase in self.copies if phase == self.completed]
+            if early:
+                raise ProtocolError(
+                    f"{self.name} completed its phase {self.completed} while {early[0]} on it was still in "
+                    f"flight: its expect counted fewer bytes than the copies of this round bring (expect the "
+                    "bytes of every tile the slot receives)"
+                )
+            self.completed += 1
+            self.pending = self.count
+
+    def arrive(self, count: int, who: str) -> None:
+        self._check("an arrive")
+        if count > self.pending:
+            raise ProtocolError(
+                f"{who} arrived {count} time(s) on {self.name}, whose phase {self.completed} waits for "
+                f"{self.pending} more arrival(s) of {self.count}: more arrivals than the barrier counts (the "
+                "next round's arrive or expect came before this round's phase completed: is a wait missing, or "
+                "on the wrong phase, before the slot is used again?)"
+            )
+        self.pending -= count
+        self._maybe_complete()
+
+    def expect(self, nbytes: int, who: str) -> None:
+        self._check("an expect")
+        self.tx += nbytes
+        self.arrive(1, who)
+
+    def landed(self, nbytes: int, what: str) -> None:
+        self._check(f"{what} landing")
+        if nbytes > self.tx:
+            if self.tx == 0 and self.pending == self.count:
+                why = "no mbarrier.expect announced the bytes of this round on it (expect before the copies)"
+            else:
+                why = "its expect counted fewer bytes than the copies of this round bring"
+            raise ProtocolError(
+                f"{what} brought {nbytes} bytes to {self.name}, which expected {self.tx} more in phase "
+                f"{self.completed}: {why}"
+            )
+        self.tx -= nbytes
+        self._maybe_complete()
+
+    def passed(self, parity: int) -> bool:
+        """mbarrier.wait(bar, parity) returns once the phase of that parity has completed: the current
+        phase's parity differs from it."""
+        return (self.completed & 1) != (int(parity) & 1)
+
+    def state(self) -> str:
+        return (
+            f"{self.completed} phase(s) completed, the current one's parity {self.completed & 1}, "
+            f"{self.pending} of {self.count} arrival(s) and {self.tx} byte(s) still to come"
+        )
+
+
+class _Indexed:
+    """barriers[i]'s name, read when a message is written (the allocation's name is found late)."""
+
+    def __init__(self, base, i: int):
+        self.base, self.i = base, i
+
+    def __str__(self) -> str:
+        return f"{self.base}[{self.i}]"
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
+class Barriers:
+    def __init__(self, shape, name: str):
+        self.shape = shape
+        self.items = [Barrier(f"{name}[{i}]") for i in range(shape[0])]
+        self.name = name
+
+    def index(self, i):
+        return self.items[int(i)]
+
+
+def _barrier(b) -> Barrier:
+    if isinstance(b, Barriers) and len(b.items) == 1:
+        return b.items[0]
+    if not isinstance(b, Barrier):
+        raise NotSimulated(f"expected an mbarrier, got {type(b).__name__}")
+    return b
+
+
+def mbarrier_init(bar, count):
+    b = _barrier(bar)
+    b.count, b.pending, b.tx, b.completed, b.invalid = int(count), int(count), 0, 0, False
+
+
+def mbarrier_invalidate(bar):
+    _barrier(bar).invalid = True
+
+
+def mbarrier_expect(bar, nbytes=None, pred=True, **_):
+    if not pred:
+        return
+    program = Program.now()
+    _barrier(bar).expect(int(nbytes), program.partition_name())
+    program.scheduler.point()
+
+
+def mbarrier_arrive(bar, *, count=1, pred=True, **_):
+    if not pred:
+        return
+    program = Program.now()
+    _barrier(bar).arrive(int(count), program.partition_name())
+    program.scheduler.point()
+
+
+def mbarrier_wait(bar, phase, pred=True, deps=(), **_):
+    if not pred:
+        return
+    program = Program.now()
+    b = _barrier(bar)
+    b._check("a wait")
+    parity = int(phase) & 1
+    program.scheduler.point(lambda: b.passed(parity), lambda: f"{b.name} for parity {parity} ({b.state()})")
+
+
+# ------------------------------------------------------------------------------------ TMA descriptors
+
+
+class BlockType:
+    def __init__(self, shape, dtype):
+        self.shape, self.element_ty = [int(s) for s in shape], dtype
+        self.nbytes = torch.tensor([], dtype=torch_dtype(dtype)).element_size()
+        for s in self.shape:
+            self.nbytes *= s
+
+
+class Descriptor:
+    """A host TensorDescriptor, as the kernel sees it."""
+
+    def __init__(self, host):
+        self.base = host.base
+        self.shape = [int(s) for s in host.shape]
+        self.strides = [int(s) for s in host.strides]
+        self.block_shape = [int(s) for s in host.block_shape]
+        self.layout = host.layout
+        self.dtype = triton_dtype(self.base.dtype)
+        self.block_type = BlockType(self.block_shape, self.dtype)
+        self.nbytes_per_cta = self.block_type.nbytes
+
+    def _region(self, coord):
+        """(the block's slices into global memory, the block's slices that fall inside the tensor)."""
+        coord = [int(c) for c in coord]
+        outer, inner = [], []
+        for c, size, extent in zip(coord, self.block_shape, self.shape):
+            lo, hi = max(c, 0), min(c + size, extent)
+            hi = max(hi, lo)
+            outer.append(slice(lo, hi))
+            inner.append(slice(lo - c, hi - c))
+        return tuple(outer), tuple(inner)
+
+    def view(self):
+        return torch.as_strided(self.base, self.shape, self.strides)
+
+    def read(self, coord) -> torch.Tensor:
+        block = torch.zeros(self.block_shape, dtype=self.base.dtype)  # zero fill past the edges
+        outer, inner = self._region(coord)
+        block[inner] = self.view()[outer]
+        return block
+
+    def write(self, coord, block: torch.Tensor) -> None:
+        outer, inner = self._region(coord)  # what falls past the edges is dropped
+        self.view()[outer] = block[inner].to(self.base.dtype)
+
+
+# ----------------------------------------------------------------------- asynchronous operations in flight
+
+
+class _Op:
+    def __init__(self, what: str, partition: str):
+        self.what, self.partition, self.done, self.result = what, partition, False, None
+        self.event: Event | None = None
+
+
+def _in_flight(program: Program) -> list:
+    return [e for e in program.scheduler.events if not e.done]
+
+
+def _check_landed(program: Program, memory: SharedMemory, reader: str) -> None:
+    """A read of ``memory`` (a wgmma's operand, a load into registers, a TMA store's source) while a TMA
+    copy into it is still in flight: the read sees the slot's old contents."""
+    for e in _in_flight(program):
+        target = getattr(e, "writes", None)
+        if target is not None and target.overlaps(memory):
+            raise ProtocolError(
+                f"{reader} in {program.partition_name()} read {memory.where()} while {e.what} into it was "
+                f"still in flight: wait on its barrier ({e.barrier.name}) for the phase of this round first"
+            )
+
+
+def _check_free(program: Program, memory: SharedMemory, writer: str) -> None:
+    """A write into ``memory`` (a TMA copy, a store from registers) while an operation still reads it: a
+    wgmma in flight, or a TMA store not yet waited on."""
+    for e in _in_flight(program):
+        for source in getattr(e, "reads", ()):
+            if source.overlaps(memory):
+                raise ProtocolError(
+                    f"{writer} in {program.partition_name()} overwrites {memory.where()} while {e.what} still "
+                    f"reads it: free a slot only after what reads it has completed (warpgroup_mma_wait, "
+                    "tma.store_wait)"
+                )
+
+
+def _written_by_registers(program: Program, memory: SharedMemory) -> None:
+    program.unfenced = getattr(program, "unfenced", set()) | {memory.key()}
+
+
+def tma_load(desc, coord, barrier, result, pred=True, **_):
+    if not pred:
+        return
+    program = Program.now()
+    b = _barrier(barrier)
+    b._check("a TMA copy")
+    who = program.partition_name()
+    _check_free(program, result, f"a TMA copy of {_desc_name(desc)}")
+    coord = [int(c) for c in coord]
+    what = f"the TMA copy of {_desc_name(desc)} at {coord} into {result.where()} (by {who})"
+
+    def land():
+        result.data.copy_(desc.read(coord).to(result.data.dtype))
+        b.copies.remove(mine)
+        b.landed(desc.block_type.nbytes, what)
+
+    mine = (what, b.completed)
+    b.copies.append(mine)
+
+    event = Event(what, land)
+    event.writes, event.barrier = result, b
+    program.scheduler.add(event)
+    program.scheduler.point()
+
+
+def _desc_name(desc) -> str:
+    return f"a {' x '.join(map(str, desc.block_shape))} block"
+
+
+def tma_store(desc, coord, src, **_):
+    program = Program.now()
+    who = program.partition_name()
+    if src.key() in getattr(program, "unfenced", set()):
+        raise ProtocolError(
+            f"{who} issued a TMA store of {src.where()}, written from registers with no fence_async_shared() "
+            "between: the TMA engine may read it before the writes are visible"
+        )
+    _check_landed(program, src, "a TMA store")
+    coord = [int(c) for c in coord]
+    what = f"the TMA store of {src.where()} at {coord} (by {who})"
+
+    def write():  # shared memory is read when the store is carried out, as on the GPU
+        desc.write(coord, src.data)
+
+    event = Event(what, write, owner=who, lazy=True)
+    event.reads, event.kind = (src,), "store"
+    program.scheduler.add(event)
+    program.scheduler.point()
+
+
+def tma_store_wait(pendings, **_):
+    program = Program.now()
+    who = program.partition_name()
+    mine = [e for e in _in_flight(program) if getattr(e, "kind", "") == "store" and e.owner == who]
+    for e in mine[: max(0, len(mine) - int(pendings))]:
+        program.scheduler.force(e)
+    program.scheduler.point()
+
+
+def fence_async_shared(**_):
+    program = Program.now()
+    program.unfenced = set()
+    program.scheduler.point()
+
+
+def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
+    program = Program.now()
+    who = program.partition_name()
+    operands = [x for x in (a, b) if isinstance(x, SharedMemory)]
+    for x in operands:
+        _check_landed(program, x, "a wgmma")
+    op = _Op(f"the wgmma reading {' and '.join(x.where() for x in operands)} (by {who})", who)
+    previous = [e for e in _in_flight(program) if getattr(e, "kind", "") == "mma" and e.owner == who]
+
+    def complete():
+        for e in previous:  # wgmma groups complete in order
+            if not e.done:
+                program.scheduler.force(e)
+        lhs = a.data if isinstance(a, SharedMemory) else _value(a).data
+        start = _value(acc).data if use_acc else torch.zeros_like(_value(acc).data)
+        product = lhs.float() @ b.data.float()
+        op.result = Value((start.float() + product).to(start.dtype), _value(acc).layout if use_acc else None)
+        op.done = True
+
+    if not is_async:
+        complete()
+        program.scheduler.point()
+        return op.result
+    event = Event(op.what, complete, owner=who, lazy=True)
+    event.reads, event.kind, event.op = tuple(operands), "mma", op
+    op.event = event
+    program.scheduler.add(event)
+    program.scheduler.point()
+    return PendingMma(op)
+
+
+def warpgroup_mma_wait(num_outstanding=0, deps=None, **_):
+    program = Program.now()
+    who = program.partition_name()
+    mine = [e for e in _in_flight(program) if getattr(e, "kind", "") == "mma" and e.owner == who]
+    for e in mine[: max(0, len(mine) - int(num_outstanding))]:
+        program.scheduler.force(e)
+    program.scheduler.point()
+    if deps is None:
+        raise NotSimulated("warpgroup_mma_wait needs deps")
+    results = [d.op.result if isinstance(d, PendingMma) and d.op.done else d for d in deps]
+    return results[0] if len(results) == 1 else tuple(results)

@@ -1,0 +1,175 @@
+"""course_lib.gluon_cpu: chapter 09's warp-specialized GEMM run on the CPU, its protocol checked.
+
+The right kernels (the solution, and two right alternatives) give the product on shapes with ring
+wrap-around, a K tail, edge tiles and several tiles per program, under random and late orders of the
+asynchronous events. Each protocol mistake, made in a copy of the solution, is caught and named."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+from conftest import GOOD, ROOT, TESTS, WRONG
+
+from course_lib import gluon_cpu
+
+SOLUTION = ROOT / "solutions" / "ws_matmul.py"
+ORDERS = {"random": 1.0, "late": 0.0}  # event_weight: events as often as partitions, or as late as can be
+
+
+def _module(path, name="ws_under_test"):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _inputs(M, N, K, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=gen).to(torch.bfloat16)
+    b = torch.randn(K, N, generator=gen).to(torch.bfloat16)
+    return a, b, torch.full((M, N), float("nan"), dtype=torch.bfloat16)
+
+
+def _run(module, M, N, K, sms, seed, order):
+    a, b, out = _inputs(M, N, K)
+    with gluon_cpu.launches_simulated(seed=seed, event_weight=ORDERS[order]):
+        module.ws_matmul(a, b, out, sms=sms)
+    return out, a.double() @ b.double()
+
+
+# M, N, K, programs: 3 x 3 tiles of 128 x 256 on 2 programs (several tiles each, the ring running on
+# across tiles and wrapping round its 3 slots), K = 200 (3 steps of 64 and a tail of 8), edge tiles
+SHAPES = [(300, 520, 200, 2), (128, 256, 64, 1), (129, 264, 456, 3)]
+
+
+@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_the_solution_gives_the_product_on_the_cpu(shape, order):
+    module = _module(SOLUTION)
+    for seed in range(3):
+        out, ref = _run(module, *shape, seed=seed, order=order)
+        assert not out.isnan().any(), "every element of out written by the TMA stores"
+        err = (out.double() - ref).abs() / (ref.abs() + 1)
+        assert err.max() < 2**-7, (seed, err.max().item())  # bf16's rounding of the output
+
+
+@pytest.mark.parametrize(
+    "path", [GOOD / "ch09_wait_for_zero" / "ws_matmul.py", TESTS / "slow" / "ch09_one_slot" / "ws_matmul.py"]
+)
+def test_right_alternatives_run_right(path):
+    module = _module(path)
+    for order in ORDERS:
+        out, ref = _run(module, 300, 520, 200, 2, seed=1, order=order)
+        assert ((out.double() - ref).abs() / (ref.abs() + 1)).max() < 2**-7
+
+
+def test_a_seed_replays_one_interleaving_and_other_seeds_try_others():
+    from course_lib.compilation import recorded_launches
+
+    module = _module(SOLUTION)
+    a, b, out = _inputs(300, 520, 200)
+    (kernel, args, kwargs), *_ = recorded_launches(module.ws_matmul, a, b, out, sms=2)
+
+    def log(seed):
+        return [s.log for s in gluon_cpu.simulate(kernel, args, kwargs, seed=seed)]
+
+    assert log(5) == log(5)
+    assert log(5) != log(6)
+
+
+# --------------------------------------------------------------------------------- protocol mistakes
+
+_PRODUCER_WAIT = "            mbarrier.wait(empty.index(s), phase ^ 1)\n"
+_EXPECT = "a_desc.block_type.nbytes + b_desc.block_type.nbytes)"
+_CONSUMER_STEP = """            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            if kk > 0:
+                mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)"""
+_TAIL = """        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)"""
+
+_FENCE = "        fence_async_shared()  # the registers' writes"
+_STORE_WAIT = "        tma.store_wait(0)  # the previous tile's"
+
+# name: (text of the solution, its replacement, what the report must say)
+MISTAKES = {
+    "no_expect": ("            mbarrier.expect(ready.index(s), " + _EXPECT + "\n", "", "no mbarrier.expect announced"),
+    "bytes_of_a_only": (_EXPECT, "a_desc.block_type.nbytes)", "counted fewer bytes than the copies"),
+    "bytes_twice": (_EXPECT, "2 * (" + _EXPECT + ")", "byte(s) still to come"),
+    "no_ready_wait": ("            mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1)\n", "", "a_bufs["),
+    "no_empty_wait": (_PRODUCER_WAIT, "", ("a_bufs[", "is a wait missing")),
+    "empty_wait_on_the_wrong_parity": (_PRODUCER_WAIT, _PRODUCER_WAIT.replace("phase ^ 1", "phase"), "waits on empty["),
+    "release_before_the_wgmma_completes": (
+        _CONSUMER_STEP + "\n" + "            # END SOLUTION\n            count += 1\n" + "        # BEGIN SOLUTION\n",
+        None,  # built below: the slot freed right after its wgmma is started
+        "while the wgmma reading a_bufs[",
+    ),
+    "last_slot_never_freed": (_TAIL, "        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))", "waits on"),
+    "no_fence_before_the_tma_store": (_FENCE, "        # (", "no fence_async_shared()"),
+    "no_store_wait_before_reusing_c_smem": (_STORE_WAIT, "        # (", "overwrites c_smem while the TMA store"),
+}  # fmt: skip
+
+
+def _broken(name: str, tmp_path):
+    source = SOLUTION.read_text()
+    old, new, _ = MISTAKES[name]
+    if name == "release_before_the_wgmma_completes":
+        source = source.replace(
+            _CONSUMER_STEP,
+            """            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            mbarrier.arrive(empty.index(s), count=1)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))""",
+        ).replace(_TAIL, "        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))")
+    else:
+        assert old in source, name
+        source = source.replace(old, new, 1)
+    assert source != SOLUTION.read_text()
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return _module(path, name)
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_each_protocol_mistake_is_caught_and_named(name, tmp_path):
+    """Under the orders tried (random and late, two seeds each) the mistake is caught, and each report
+    names it. A run may also come out right where the order hid the mistake (a TMA store that happened
+    to finish before c_smem was written again): the grader tries several orders for that reason."""
+    module = _broken(name, tmp_path)
+    said = MISTAKES[name][2]
+    said = said if isinstance(said, tuple) else (said,)
+    caught = []
+    for order in ORDERS:
+        for seed in range(2):
+            try:
+                out, ref = _run(module, 300, 520, 200, 2, seed=seed, order=order)
+            except (gluon_cpu.ProtocolError, gluon_cpu.Deadlock) as e:
+                assert any(s in str(e) for s in said), (order, seed, str(e))
+                caught.append((order, seed))
+            else:
+                assert ((out.double() - ref).abs() / (ref.abs() + 1)).max() < 2**-7, (order, seed)
+    assert caught, f"{name} was never caught"
+
+
+def test_the_stale_phase_submission_deadlocks_and_says_who_waits_on_what():
+    module = _module(WRONG / "ch09_ws_stale_phase" / "ws_matmul.py")
+    with pytest.raises(gluon_cpu.Deadlock) as caught:
+        _run(module, 300, 520, 200, 2, seed=0, order="random")
+    said = str(caught.value)
+    assert "_consumer (default partition) waits on ready[" in said and "_producer (worker partition 1)" in said, said
+    assert "phase(s) completed" in said
+
+
+def test_what_is_not_simulated_says_so():
+    """A pointer argument (gl.load / gl.store): not simulated yet, and said plainly."""
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+
+    @gluon.jit
+    def copy(x_ptr, n):
+        gl.program_id(0)
+
+    with pytest.raises(gluon_cpu.NotSimulated, match="gl.load"):
+        with gluon_cpu.launches_simulated():
+            copy[(1,)](torch.zeros(4), 4)
