@@ -162,14 +162,62 @@ def test_the_stale_phase_submission_deadlocks_and_says_who_waits_on_what():
 
 
 def test_what_is_not_simulated_says_so():
-    """A pointer argument (gl.load / gl.store): not simulated yet, and said plainly."""
+    """A Gluon call the CPU runtime lacks: named, not a traceback from inside Triton."""
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
 
     @gluon.jit
-    def copy(x_ptr, n):
-        gl.program_id(0)
+    def counts(x_ptr):
+        gl.atomic_add(x_ptr + gl.program_id(0), 1)
 
-    with pytest.raises(gluon_cpu.NotSimulated, match="gl.load"):
+    with pytest.raises(gluon_cpu.NotSimulated, match="gl.atomic_add"):
         with gluon_cpu.launches_simulated():
-            copy[(1,)](torch.zeros(4), 4)
+            counts[(2,)](torch.zeros(2, dtype=torch.int32))
+
+
+# ------------------------------------------------------------------- chapter 10's ws_compression
+
+COMPRESSION = ROOT / "solutions" / "ws_compression.py"
+
+
+def _compression(path, seed, order):
+    module = _module(path, f"compression_{path.parent.name}")
+    gen = torch.Generator().manual_seed(0)
+    B, U, M, Ku, Kc, N = 12, 3, 130, 72, 136, 96  # edge tiles in M, K tails, a user tile per candidate
+    w_u, w_c = torch.randn(M, Ku, generator=gen).bfloat16(), torch.randn(M, Kc, generator=gen).bfloat16()
+    e_user, e_cand = torch.randn(U, Ku, N, generator=gen).bfloat16(), torch.randn(B, Kc, N, generator=gen).bfloat16()
+    user_of = torch.randint(0, U, (B,), generator=gen)
+    out = torch.full((B, M, N), float("nan"), dtype=torch.bfloat16)
+    with gluon_cpu.launches_simulated(seed=seed, event_weight=ORDERS[order]):
+        module.ws_compression(w_u, w_c, e_user, e_cand, user_of, out, sms=3)
+    # the kernels' own roundings: the user GEMM's output in bfloat16, then the sum
+    user_out = torch.einsum("mk,ukn->umn", w_u.float(), e_user.float()).bfloat16()
+    ref = (torch.einsum("mk,bkn->bmn", w_c.float(), e_cand.float()) + user_out.float()[user_of]).bfloat16()
+    return ((out.double() - ref.double()).abs() / (ref.double().abs() + 1)).max().item()
+
+
+@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize("path", [COMPRESSION, GOOD / "ch10_ws_tile_serpentine" / "ws_compression.py"])
+def test_ws_compression_and_a_right_alternative_run_right(path, order):
+    """Both kernels (the cooperative user GEMM, the ping-pong candidate GEMM with three partitions and
+    the user tile's copy found through gl.load) give the result."""
+    assert _compression(path, seed=0, order=order) < 2**-7
+
+
+@pytest.mark.parametrize(
+    "folder, caught",
+    [
+        ("ch10_ws_copy_bytes_twice", "byte(s) still to come"),  # hangs on the H200
+        ("ch10_ws_copy_no_expect", "no mbarrier.expect announced"),
+    ],
+)
+def test_ws_compression_protocol_mistakes_are_named(folder, caught):
+    with pytest.raises(
+        (gluon_cpu.ProtocolError, gluon_cpu.Deadlock), match=caught.replace("(", r"\(").replace(")", r"\)")
+    ):
+        _compression(WRONG / folder / "ws_compression.py", seed=0, order="random")
+
+
+@pytest.mark.parametrize("folder", ["ch10_ws_copy_first_user", "ch10_ws_user_by_candidate", "ch10_ws_no_user"])
+def test_ws_compression_wrong_values_show(folder):
+    assert _compression(WRONG / folder / "ws_compression.py", seed=0, order="late") > 0.5

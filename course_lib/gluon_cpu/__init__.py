@@ -11,9 +11,9 @@ scheduler fires them, so a wait that is missing or on the wrong phase shows, and
     with gluon_cpu.launches_simulated(seed=0):
         ws_matmul(a, b, out, sms=2)        # CPU tensors; the launch runs here, on the CPU
 
-What is not there yet (issue 25): pointer loads and stores (gl.load, gl.store), the elementwise and
-reduction ops beyond what ws_matmul needs, the rule for two partitions writing one slot unordered,
-grading with it, and the trace for notebook 09's timeline.
+What is not there yet (issue 25): the elementwise and reduction ops beyond what chapters 09 and 10's
+kernels need, the rule for two partitions writing one slot unordered, grading with it, and the trace
+for notebook 09's timeline.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _real_gl():
 
 
 def _cdiv(a, b):
-    return -(-int(a) // int(b))
+    return L.Scalar(-(-int(a) // int(b)))
 
 
 def _minimum(a, b, *_, **__):
@@ -77,12 +77,23 @@ def _full(shape, value, dtype, layout=None):
     return L.Value(torch.full([int(s) for s in shape], value, dtype=L.torch_dtype(dtype)), layout)
 
 
+def _arange(start, end, layout=None):
+    import torch
+
+    return L.Value(torch.arange(int(start), int(end), dtype=torch.int32), layout)
+
+
 def _program_id(axis):
-    return L.Program.now().pid[int(axis)]
+    return L.Scalar(L.Program.now().pid[int(axis)])
 
 
 def _num_programs(axis):
-    return L.Program.now().grid[int(axis)]
+    return L.Scalar(L.Program.now().grid[int(axis)])
+
+
+def _range(*args, **_):
+    """range() in a kernel: its counter is a scalar of the kernel (it has .to), as in Gluon."""
+    return (L.Scalar(i) for i in range(*(int(a) for a in args)))
 
 
 def _warp_specialize(functions_and_args, worker_num_warps, worker_num_regs=None, *rest):
@@ -115,7 +126,7 @@ def _in_program(program, fn, args):
 
 
 def _static_range(*args):
-    return range(*(int(a) for a in args))
+    return _range(*args)
 
 
 class _Namespace(types.SimpleNamespace):
@@ -146,6 +157,7 @@ _FUNCTIONS = {
     "program_id": _program_id, "num_programs": _num_programs, "cdiv": _cdiv, "minimum": _minimum,
     "maximum": _maximum, "zeros": _zeros, "full": _full, "static_range": _static_range,
     "allocate_shared_memory": L.allocate_shared_memory, "warp_specialize": _warp_specialize,
+    "load": L.load, "store": L.store, "arange": _arange,
     # hopper
     "warpgroup_mma": L.warpgroup_mma, "warpgroup_mma_wait": L.warpgroup_mma_wait,
     "fence_async_shared": L.fence_async_shared,
@@ -169,7 +181,7 @@ def _namespaces() -> dict:
     shims = {
         id(gl): _Namespace(gl, "gl", constexpr=lambda x: x, **pick(
             "program_id", "num_programs", "cdiv", "minimum", "maximum", "zeros", "full", "static_range",
-            "allocate_shared_memory", "warp_specialize")),
+            "allocate_shared_memory", "warp_specialize", "load", "store", "arange")),
         id(mbarrier): _Namespace(mbarrier, "mbarrier", **pick("init", "wait", "arrive", "expect", "invalidate")),
         id(tma): _Namespace(tma, "tma", **pick(
             "async_copy_global_to_shared", "async_load", "async_copy_shared_to_global", "async_store",
@@ -204,13 +216,28 @@ def rebound(fn, shims: dict, cache: dict):
     if fn in cache:
         return cache[fn]
     namespace = dict(fn.__globals__)
-    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    closure = None
+    if fn.__closure__:  # a kernel defined inside a function: its free names are cells, rebound the same way
+        closure = tuple(
+            types.CellType(_replacement(cell.cell_contents, shims, cache)) if _filled(cell) else cell
+            for cell in fn.__closure__
+        )
+    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, closure)
     copy.__kwdefaults__, copy.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     cache[fn] = copy
     for name in _names(fn.__code__):
         if name in namespace:
             namespace[name] = _replacement(namespace[name], shims, cache)
+    namespace["range"] = _range  # a kernel's loop counters are its scalars
     return copy
+
+
+def _filled(cell) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def _replacement(value, shims: dict, cache: dict):
@@ -234,7 +261,7 @@ def _device_argument(value):
     if type(value).__name__ == "TensorDescriptor" and hasattr(value, "block_shape") and hasattr(value, "base"):
         return L.Descriptor(value)
     if type(value).__name__ == "Tensor":
-        raise NotSimulated("a tensor passed as a pointer: gl.load and gl.store are not simulated on the CPU yet")
+        return L.Pointer(value)
     return value
 
 

@@ -102,6 +102,182 @@ class Value:
     def __repr__(self) -> str:
         return f"Value({tuple(self.data.shape)}, {self.data.dtype})"
 
+    def __index__(self) -> int:
+        if self.data.numel() != 1:
+            raise NotSimulated(f"a tensor of shape {tuple(self.data.shape)} used as one number")
+        return int(self.data.item())
+
+    __int__ = __index__
+
+    def __bool__(self) -> bool:
+        return bool(self.data.item())
+
+    def _op(self, other, fn, reverse=False):
+        o = _value(other).data if isinstance(other, (Value, PendingMma)) else other
+        result = fn(o, self.data) if reverse else fn(self.data, o)
+        return Value(result, self.layout)
+
+    def __add__(self, o):
+        return self._op(o, torch.add)
+
+    def __radd__(self, o):
+        return self._op(o, torch.add, True)
+
+    def __sub__(self, o):
+        return self._op(o, torch.sub)
+
+    def __rsub__(self, o):
+        return self._op(o, torch.sub, True)
+
+    def __mul__(self, o):
+        return self._op(o, torch.mul)
+
+    def __rmul__(self, o):
+        return self._op(o, torch.mul, True)
+
+    def __truediv__(self, o):
+        return self._op(o, torch.true_divide)
+
+    def __neg__(self):
+        return Value(-self.data, self.layout)
+
+    def __floordiv__(self, o):
+        return self._op(o, torch.floor_divide)
+
+    def __mod__(self, o):
+        return self._op(o, torch.remainder)
+
+    def __and__(self, o):
+        return self._op(o, torch.bitwise_and)
+
+    def __or__(self, o):
+        return self._op(o, torch.bitwise_or)
+
+    def __lt__(self, o):
+        return self._op(o, torch.lt)
+
+    def __le__(self, o):
+        return self._op(o, torch.le)
+
+    def __gt__(self, o):
+        return self._op(o, torch.gt)
+
+    def __ge__(self, o):
+        return self._op(o, torch.ge)
+
+    def __getitem__(self, index):
+        return Value(self.data[index], self.layout)
+
+
+def _scalar_result(value):
+    return Scalar(value) if type(value) is int else value
+
+
+class Scalar(int):
+    """A scalar of the kernel (a program id, a loop counter, what they compute): an int that also has
+    Gluon's ``.to(dtype)``. 32-bit wrap-around is not simulated."""
+
+    def to(self, dtype, **_):
+        t = torch_dtype(dtype)
+        if t.is_floating_point:
+            return Value(torch.tensor(float(self), dtype=t))
+        return Scalar(int(self))
+
+    def __add__(self, o):
+        return _scalar_result(int.__add__(self, o))
+
+    def __radd__(self, o):
+        return _scalar_result(int.__radd__(self, o))
+
+    def __sub__(self, o):
+        return _scalar_result(int.__sub__(self, o))
+
+    def __rsub__(self, o):
+        return _scalar_result(int.__rsub__(self, o))
+
+    def __mul__(self, o):
+        return _scalar_result(int.__mul__(self, o))
+
+    def __rmul__(self, o):
+        return _scalar_result(int.__rmul__(self, o))
+
+    def __floordiv__(self, o):
+        return _scalar_result(int.__floordiv__(self, o))
+
+    def __rfloordiv__(self, o):
+        return _scalar_result(int.__rfloordiv__(self, o))
+
+    def __mod__(self, o):
+        return _scalar_result(int.__mod__(self, o))
+
+    def __rmod__(self, o):
+        return _scalar_result(int.__rmod__(self, o))
+
+    def __and__(self, o):
+        return _scalar_result(int.__and__(self, o))
+
+    def __xor__(self, o):
+        return _scalar_result(int.__xor__(self, o))
+
+    def __or__(self, o):
+        return _scalar_result(int.__or__(self, o))
+
+
+class Pointer:
+    """A pointer argument of the kernel: its tensor, and an offset in elements (``ptr + i``)."""
+
+    def __init__(self, tensor: torch.Tensor, offset=0):
+        self.tensor, self.offset = tensor, offset
+
+    def __add__(self, other):
+        o = _value(other).data if isinstance(other, Value) else other
+        return Pointer(self.tensor, self.offset + o)
+
+    __radd__ = __add__
+
+    def _where(self):
+        flat = torch.as_strided(
+            self.tensor, (self.tensor.untyped_storage().nbytes() // self.tensor.element_size(),), (1,), 0
+        )
+        offsets = torch.as_tensor(self.offset, dtype=torch.int64) + self.tensor.storage_offset()
+        return flat, offsets
+
+
+def load(pointer, mask=None, other=None, **_):
+    if not isinstance(pointer, Pointer):
+        raise NotSimulated("gl.load of something that is not a pointer argument plus offsets")
+    flat, offsets = pointer._where()
+    keep = torch.ones_like(offsets, dtype=torch.bool) if mask is None else _value(mask).data.bool()
+    bad = keep & ((offsets < 0) | (offsets >= flat.numel()))
+    if bad.any():
+        raise ProtocolError(
+            f"gl.load outside its tensor in {Program.now().partition_name()}: element offset(s) "
+            f"{offsets[bad].flatten()[:6].tolist()} of a tensor of {flat.numel()} elements"
+        )
+    values = flat[offsets.clamp(0, max(flat.numel() - 1, 0))]
+    if mask is not None:
+        fill = 0 if other is None else (_value(other).data if isinstance(other, Value) else other)
+        values = torch.where(keep, values, torch.as_tensor(fill, dtype=values.dtype))
+    if values.dim() == 0 and not values.is_floating_point():
+        return Scalar(int(values.item()))
+    return Value(values.clone())
+
+
+def store(pointer, value, mask=None, **_):
+    if not isinstance(pointer, Pointer):
+        raise NotSimulated("gl.store to something that is not a pointer argument plus offsets")
+    flat, offsets = pointer._where()
+    data = _value(value).data if isinstance(value, (Value, PendingMma)) else torch.as_tensor(value)
+    keep = torch.ones_like(offsets, dtype=torch.bool) if mask is None else _value(mask).data.bool()
+    bad = keep & ((offsets < 0) | (offsets >= flat.numel()))
+    if bad.any():
+        raise ProtocolError(
+            f"gl.store outside its tensor in {Program.now().partition_name()}: element offset(s) "
+            f"{offsets[bad].flatten()[:6].tolist()} of a tensor of {flat.numel()} elements"
+        )
+    data = torch.broadcast_to(data, offsets.shape).to(flat.dtype)
+    flat[offsets[keep]] = data[keep]
+
 
 class PendingMma:
     """The accumulator of a wgmma still in flight: its value exists once the wgmma completes."""
@@ -153,6 +329,12 @@ class SharedMemory:
         if not 0 <= i < self.data.shape[0]:
             raise ProtocolError(f"{self.where()}.index({i}) is outside its {self.data.shape[0]} slots")
         return SharedMemory(self.data[i], self.layout, self.name, (*self.slot, i), self.root)
+
+    def reshape(self, shape):
+        return SharedMemory(self.data.reshape([int(x) for x in shape]), self.layout, self.name, self.slot, self.root)
+
+    def permute(self, order):
+        return SharedMemory(self.data.permute([int(x) for x in order]), self.layout, self.name, self.slot, self.root)
 
     def where(self) -> str:
         return str(self.name) + "".join(f"[{i}]" for i in self.slot)
