@@ -216,6 +216,71 @@ def _install_device_call_restore(interp) -> None:
     interp.InterpretedFunction.__call__ = call
 
 
+# libdevice's math in the interpreter: triton.language.extra.libdevice holds stubs that the compiler binds to
+# the GPU's libdevice, so in the interpreter libdevice.tanh(x) returned None ("unsupported operand type(s) for
+# +: 'float' and 'NoneType"), failing a right kernel in CPU mode (notebook 04 shows libdevice's tanh and erf
+# as GELU forms). Each launch's patch of triton.language now patches these too, computed in float64, and
+# its restore puts the stubs back (a compile for a GPU in the same process sees Triton's own module).
+def _erf(x):
+    import math
+
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+# numpy, not torch: the launcher's torch guard watches torch calls, and these run inside the kernel
+_LIBDEVICE_UNARY = {
+    "tanh": np.tanh, "erf": _erf, "erfc": lambda x: 1.0 - _erf(x), "exp": np.exp, "exp2": np.exp2,
+    "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
+    "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "fabs": np.abs, "abs": np.abs, "rint": np.rint, "round": np.rint, "fast_expf": np.exp, "fast_logf": np.log,
+    "fast_tanhf": np.tanh, "fast_sinf": np.sin, "fast_cosf": np.cos, "fast_log2f": np.log2,
+    "fast_exp10f": lambda x: np.power(10.0, x), "exp10": lambda x: np.power(10.0, x), "cbrt": np.cbrt,
+    "rcp_rn": lambda x: 1.0 / x,
+}  # fmt: skip
+_LIBDEVICE_BINARY = {
+    "pow": np.power, "atan2": np.arctan2, "fmax": np.fmax, "fmin": np.fmin, "fmod": np.fmod, "hypot": np.hypot,
+}  # fmt: skip
+
+
+def _libdevice_function(name: str, compute, arity: int):
+    def call(*args, **_):
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        first = next(a for a in args if isinstance(a, tl.core.tensor))
+        data = [
+            np.asarray(a.handle.data if isinstance(a, tl.core.tensor) else a, dtype=np.float64) for a in args[:arity]
+        ]
+        with np.errstate(all="ignore"):  # inf and nan as the GPU gives them, not warnings
+            out = np.asarray(compute(*data)).astype(first.handle.data.dtype)
+        return tl.core.tensor(TensorHandle(out, first.handle.dtype.scalar), first.type)
+
+    call.__name__ = name
+    return call
+
+
+def _install_libdevice(interp) -> None:
+    if getattr(interp._patch_lang, "_course_libdevice", False):
+        return
+    import triton.language.extra.libdevice as libdevice
+
+    original = interp._patch_lang
+    table = {name: _libdevice_function(name, fn, 1) for name, fn in _LIBDEVICE_UNARY.items()}
+    table.update({name: _libdevice_function(name, fn, 2) for name, fn in _LIBDEVICE_BINARY.items()})
+    table = {name: fn for name, fn in table.items() if hasattr(libdevice, name)}
+
+    def patch_lang(fn):
+        scope = original(fn)
+        for name, impl in table.items():
+            scope.set_attr(libdevice, name, impl)
+        return scope
+
+    patch_lang._course_libdevice = True  # type: ignore[attr-defined]
+    interp._patch_lang = patch_lang
+
+
 _trials_skipped = 0
 
 
@@ -265,5 +330,6 @@ def install() -> None:
     _install_bf16_arith_fix(interp.InterpreterBuilder)
     _install_interpreter_autotune()
     _install_clean_globals(interp)
+    _install_libdevice(interp)
     _install_device_call_restore(interp)
     _installed = True

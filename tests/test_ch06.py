@@ -90,6 +90,10 @@ GOOD_SUBMISSIONS = {
     "ch06_column_groups": "grouped order: groups of 8 tile-columns",
     "ch06_persistent_groups": "16 persistent programs running side by side",
     "ch06_groups_of_4": "grouped order: groups of 4 tile-rows",
+    # groups of 8 walked up and down: as many strips a wave as the course's own order
+    "ch06_serpentine": "no more than groups of 8 tile-rows read there",
+    # groups of 16 tile-rows: column by column on the probe's 10 tile-rows, groups on a taller output
+    "ch06_group_16": "grouped order: groups of 16 tile-rows, as tall as the probe or taller",
 }
 
 

@@ -211,6 +211,12 @@ register(
 # output. Wider than tall, as the tiles are; every program costs the interpreter some 10 ms. K is one short
 # step: the order is the point, not the sum.
 PROBE_SHAPE = (1280, 2432, 16)  # (M, N, K)
+# Where the probe sees column by column, groups of GROUP_M >= its tile-rows look the same: this output
+# (32 tile-rows of 128, 4 tile-columns of 128) tells them apart, launched only then.
+TALL_SHAPE = (4096, 512, 16)
+# The course's own order (groups of 8 tile-rows) on the probe: an order that reads no more strips of a and b
+# in a wave there shares them as well (a serpentine walk through the groups reads exactly as many).
+OWN_GROUP = 8
 # Where the property matters: a wave of programs on the benchmark's output. An H200 has 132 SMs; a
 # persistent kernel's wave is its grid.
 WAVE_SHAPE, WAVE_PROGRAMS = (8192, 8192), 132
@@ -285,7 +291,43 @@ def probe_order(module, entry) -> dict:
         hooks.access_listeners.remove(listener)
     last = listener.launches[-1] if listener.launches else {"kernel": "", "grid": None, "stores": [], "programs": []}
     right = close_enough(out.double(), a.double() @ b.double(), MATMUL_TOLERANCE[F16])  # judged on this run
-    return {"mode": runtime.CPU, "shape": [M, N], "launches": len(listener.launches), **last, "right": bool(right)}
+    facts = {"mode": runtime.CPU, "shape": [M, N], "launches": len(listener.launches), **last, "right": bool(right)}
+    if _column_by_column(last):  # or groups taller than the probe's tile-rows: a taller output tells
+        tall = _stores_on(entry, TALL_SHAPE)
+        if tall is not None:
+            facts["tall"] = tall
+    return facts
+
+
+def _stores_on(entry, shape) -> dict | None:
+    """The stores of one call of the launcher on ``shape`` (M, N, K), as probe_order records them."""
+    from .. import hooks
+
+    M, N, K = shape
+    gen = torch.Generator().manual_seed(1)
+    a, b = torch.randn(M, K, generator=gen).to(F16), torch.randn(K, N, generator=gen).to(F16)
+    out = torch.empty(M, N, dtype=F16)
+    listener = _StoreOrder(out)
+    hooks.access_listeners.append(listener)
+    try:
+        entry(a=a, b=b, out=out)
+    finally:
+        hooks.access_listeners.remove(listener)
+    if not listener.launches:
+        return None
+    last = listener.launches[-1]
+    return {"shape": [M, N], "stores": last["stores"], "programs": last["programs"], "grid": last["grid"]}
+
+
+def _column_by_column(launch: dict) -> bool:
+    stores = launch.get("stores") or []
+    if not stores:
+        return False
+    tiles, rows, cols = _tiles(stores)
+    if len(rows) < 2 or len(cols) < 2 or len(set(tiles)) != len(tiles):
+        return False
+    order, _ = _run_order(tiles, list(launch.get("programs") or []))
+    return order == grouped_order(len(rows), len(cols), len(rows))
 
 
 def grouped_order(n_row_tiles: int, n_col_tiles: int, group_m: int) -> list[tuple[int, int]]:
@@ -374,6 +416,33 @@ def _family(order: list, n_rows: int, n_cols: int):
     for group in range(2, n_cols):
         if order == column_grouped_order(n_rows, n_cols, group):
             return f"groups of {group} tile-columns", lambda r, c, g=group: column_grouped_order(r, c, g)
+    return None
+
+
+def _taller_groups(tall: dict | None, block, wave: int, baseline: str):
+    """A passing check where the taller output shows groups of tile-rows that the probe was too short to
+    show, else None."""
+    if not tall or not tall.get("stores"):
+        return None
+    tiles, rows, cols = _tiles(tall["stores"])
+    if len(rows) < 2 or len(cols) < 2 or len(set(tiles)) != len(tiles) or len(tiles) != len(rows) * len(cols):
+        return None
+    order, _ = _run_order(tiles, list(tall.get("programs") or []))
+    for group in range(2, len(rows)):
+        if order == grouped_order(len(rows), len(cols), group):
+            rows_read, cols_read = _wave_text(lambda r, c, g=group: grouped_order(r, c, g), block, wave)
+            M, N = tall["shape"]
+            return (
+                True,
+                f"programs run in groups of {group} tile-rows",
+                [
+                    f"grouped order: groups of {group} tile-rows, as tall as the probe or taller, so it looked "
+                    f"like column by column there; on a {M} x {N} output ({len(rows)} x {len(cols)} tiles) the "
+                    f"groups show: the first programs cover tiles {_shown(order, 8)}",
+                    f"on an {WAVE_SHAPE[0]} x {WAVE_SHAPE[1]} output a wave of {wave} programs reads about "
+                    f"{rows_read} tile-rows of a and {cols_read} tile-columns of b ({baseline})",
+                ],
+            )
     return None
 
 
@@ -472,6 +541,9 @@ def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
             )
         ]
     if order == grouped_order(n_rows, n_cols, n_rows):
+        taller = _taller_groups(facts.get("tall"), block, wave, baseline)
+        if taller is not None:
+            return [taller]
         return [
             (
                 False,
@@ -483,6 +555,20 @@ def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
                     "tile-rows (8 is usual).",
                     PROPERTY,
                     _GROUPED,
+                ],
+            )
+        ]
+    own = _strips(grouped_order(n_rows, n_cols, min(OWN_GROUP, n_rows - 1)), probe_wave, block)
+    if mine <= own * 1.001:
+        return [
+            (
+                True,
+                "programs that run together share strips of a and b",
+                [
+                    f"{shown}: a wave of {probe_wave} consecutive tiles reads {mine / sum(block):.1f} strips of a "
+                    f"and b on average, no more than groups of {min(OWN_GROUP, n_rows - 1)} tile-rows read there "
+                    f"({own / sum(block):.1f}; row by row or column by column: "
+                    f"{min(by_rows, by_cols) / sum(block):.1f})"
                 ],
             )
         ]
