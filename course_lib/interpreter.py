@@ -281,6 +281,97 @@ def _install_libdevice(interp) -> None:
     interp._patch_lang = patch_lang
 
 
+# Kernel scalars as the compiled kernel has them. In the interpreter (3.6 to 3.9):
+# * a float argument stayed a Python float, so alpha.to(tl.float32) raised "'float' object has no attribute
+#   'to'"; compiled, it is an fp32 scalar (ints were converted already);
+# * a `for i in range(...)` counter was a Python int, so i.to(tl.int64), the usual guard against 32-bit
+#   offsets overflowing, raised the same; compiled, it is an i32 scalar;
+# * tl.constexpr(c) * tensor gave a constexpr wrapping a tensor, which tl.sigmoid and friends refuse;
+#   compiled, the tensor wins.
+# All three failed right kernels in CPU mode only. The loops are rewritten in the interpreter's own copy of
+# the kernel (its FunctionRewriter), never in the module's Python code.
+_LOOP_RANGE = "_course_kernel_range"
+_CONSTEXPR_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
+
+
+def _install_kernel_scalars(interp) -> None:
+    import ast
+
+    import triton.language as tl
+
+    if getattr(interp._implicit_cvt, "_course_scalars", False):
+        return
+    original_cvt = interp._implicit_cvt
+
+    def implicit_cvt(arg):
+        if isinstance(arg, float):
+            handle = interp.TensorHandle(np.array([arg], dtype=np.float32), tl.float32)
+            return tl.tensor(handle, tl.float32)
+        return original_cvt(arg)
+
+    implicit_cvt._course_scalars = True  # type: ignore[attr-defined]
+    interp._implicit_cvt = implicit_cvt
+
+    def kernel_range(*bounds):
+        for i in range(*(int(b) for b in bounds)):
+            yield original_cvt(i)
+
+    class Loops(ast.NodeTransformer):
+        def visit_For(self, node):
+            self.generic_visit(node)
+            call = node.iter
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range":
+                call.func = ast.copy_location(ast.Name(id=_LOOP_RANGE, ctx=ast.Load()), call.func)
+            return node
+
+    rewriter = getattr(interp, "FunctionRewriter", None)
+    transform = getattr(rewriter, "_transform_ast", None)
+    if transform is not None and not getattr(transform, "_course_loops", False):
+
+        def transform_ast(self, src):
+            tree = transform(self, src)
+            tree = Loops().visit(tree)
+            ast.fix_missing_locations(tree)
+            self.fn.__globals__.setdefault(_LOOP_RANGE, kernel_range)
+            return tree
+
+        transform_ast._course_loops = True  # type: ignore[attr-defined]
+        rewriter._transform_ast = transform_ast
+
+    original_patch = interp._patch_lang
+
+    def forward(name: str, original):
+        def op(self, other):  # constexpr OP tensor: the tensor's reflected op, as compiled code does
+            if isinstance(other, tl.tensor) and hasattr(tl.tensor, f"__r{name}__"):
+                return getattr(other, f"__r{name}__")(self.value)
+            return original(self, other)
+
+        return op
+
+    def backward(name: str, original):
+        def op(self, other):  # tensor OP constexpr, reached only where the tensor's own op declined
+            if isinstance(other, tl.tensor) and hasattr(tl.tensor, f"__{name}__"):
+                return getattr(other, f"__{name}__")(self.value)
+            return original(self, other)
+
+        return op
+
+    patched = {}  # made from Triton's own constexpr operators, once
+    for name in _CONSTEXPR_OPS:
+        forward_name, backward_name = f"__{name}__", f"__r{name}__"
+        if hasattr(tl.constexpr, forward_name) and hasattr(tl.constexpr, backward_name):
+            patched[forward_name] = forward(name, getattr(tl.constexpr, forward_name))
+            patched[backward_name] = backward(name, getattr(tl.constexpr, backward_name))
+
+    def patch_lang(fn):
+        scope = original_patch(fn)
+        for name, op in patched.items():
+            scope.set_attr(tl.constexpr, name, op)
+        return scope
+
+    interp._patch_lang = patch_lang
+
+
 _trials_skipped = 0
 
 
@@ -331,5 +422,6 @@ def install() -> None:
     _install_interpreter_autotune()
     _install_clean_globals(interp)
     _install_libdevice(interp)
+    _install_kernel_scalars(interp)
     _install_device_call_restore(interp)
     _installed = True
