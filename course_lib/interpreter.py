@@ -15,6 +15,7 @@ on every supported Triton.
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import numpy as np
 
@@ -227,14 +228,24 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
+def _erfc(x):
+    import math
+
+    return np.vectorize(math.erfc, otypes=[np.float64])(x)
+
+
+def _round_half_away(x):  # CUDA's round: halves away from zero (rint rounds them to even)
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
 # numpy, not torch: the launcher's torch guard watches torch calls, and these run inside the kernel
 _LIBDEVICE_UNARY = {
-    "tanh": np.tanh, "erf": _erf, "erfc": lambda x: 1.0 - _erf(x), "exp": np.exp, "exp2": np.exp2,
+    "tanh": np.tanh, "erf": _erf, "erfc": _erfc, "exp": np.exp, "exp2": np.exp2,
     "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
     "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-    "fabs": np.abs, "abs": np.abs, "rint": np.rint, "round": np.rint, "fast_expf": np.exp, "fast_logf": np.log,
+    "fabs": np.abs, "abs": np.abs, "rint": np.rint, "round": _round_half_away, "fast_expf": np.exp, "fast_logf": np.log,
     "fast_tanhf": np.tanh, "fast_sinf": np.sin, "fast_cosf": np.cos, "fast_log2f": np.log2,
     "fast_exp10f": lambda x: np.power(10.0, x), "exp10": lambda x: np.power(10.0, x), "cbrt": np.cbrt,
     "rcp_rn": lambda x: 1.0 / x,
@@ -244,18 +255,32 @@ _LIBDEVICE_BINARY = {
 }  # fmt: skip
 
 
+class LibdeviceTypeError(TypeError):
+    """A libdevice function called on a type compiled Triton has no libdevice entry for."""
+
+
 def _libdevice_function(name: str, compute, arity: int):
     def call(*args, **_):
         import triton.language as tl
         from triton.runtime.interpreter import TensorHandle
 
-        first = next(a for a in args if isinstance(a, tl.core.tensor))
-        data = [
-            np.asarray(a.handle.data if isinstance(a, tl.core.tensor) else a, dtype=np.float64) for a in args[:arity]
-        ]
+        tensors = [a for a in args[:arity] if isinstance(a, tl.core.tensor)]
+        if not tensors:  # libdevice.exp(2.0): a float32 scalar, as compiled
+            with np.errstate(all="ignore"):
+                value = np.float32(compute(*(np.float64(a) for a in args[:arity])))
+            return tl.core.tensor(TensorHandle(np.array([value], dtype=np.float32), tl.float32), tl.float32)
+        first = tensors[0]
+        scalar = first.handle.dtype.scalar
+        if scalar.is_fp16() or scalar.is_bf16():
+            raise LibdeviceTypeError(
+                f"libdevice.{name} takes float32 or float64, not {scalar}: compiled Triton has no {scalar} entry "
+                f"for it and does not compile the kernel; convert first, e.g. libdevice.{name}(x.to(tl.float32))"
+            )
+        kind = np.float64 if scalar.is_floating() else np.int64  # integers stay exact (abs of an int64)
+        data = [np.asarray(a.handle.data if isinstance(a, tl.core.tensor) else a, dtype=kind) for a in args[:arity]]
         with np.errstate(all="ignore"):  # inf and nan as the GPU gives them, not warnings
             out = np.asarray(compute(*data)).astype(first.handle.data.dtype)
-        return tl.core.tensor(TensorHandle(out, first.handle.dtype.scalar), first.type)
+        return tl.core.tensor(TensorHandle(out, scalar), first.type)
 
     call.__name__ = name
     return call
@@ -271,10 +296,26 @@ def _install_libdevice(interp) -> None:
     table.update({name: _libdevice_function(name, fn, 2) for name, fn in _LIBDEVICE_BINARY.items()})
     table = {name: fn for name, fn in table.items() if hasattr(libdevice, name)}
 
+    modules = [libdevice]
+    try:
+        import triton.language.extra.cuda.libdevice as cuda_libdevice
+
+        modules.append(cuda_libdevice)
+    except ImportError:
+        pass
+    stubs = {id(getattr(m, name)): name for m in modules for name in table if hasattr(m, name)}
+
     def patch_lang(fn):
         scope = original(fn)
-        for name, impl in table.items():
-            scope.set_attr(libdevice, name, impl)
+        for module in modules:
+            for name, impl in table.items():
+                if hasattr(module, name):
+                    scope.set_attr(module, name, impl)
+        home = sys.modules.get(getattr(fn, "__module__", ""), None)
+        if home is not None and getattr(home, "__dict__", None) is fn.__globals__:
+            for global_name, value in list(fn.__globals__.items()):  # from ...libdevice import tanh
+                if id(value) in stubs and callable(value):
+                    scope.set_attr(home, global_name, table[stubs[id(value)]])
         return scope
 
     patch_lang._course_libdevice = True  # type: ignore[attr-defined]
@@ -284,18 +325,21 @@ def _install_libdevice(interp) -> None:
 # Kernel scalars as the compiled kernel has them. In the interpreter (3.6 to 3.9):
 # * a float argument stayed a Python float, so alpha.to(tl.float32) raised "'float' object has no attribute
 #   'to'"; compiled, it is an fp32 scalar (ints were converted already);
-# * a `for i in range(...)` counter was a Python int, so i.to(tl.int64), the usual guard against 32-bit
-#   offsets overflowing, raised the same; compiled, it is an i32 scalar;
+# * a `for i in range(...)` (or tl.range) counter was a Python int, so i.to(tl.int64), the usual guard
+#   against 32-bit offsets overflowing, raised the same; compiled, it is an i32 scalar;
 # * tl.constexpr(c) * tensor gave a constexpr wrapping a tensor, which tl.sigmoid and friends refuse;
 #   compiled, the tensor wins.
 # All three failed right kernels in CPU mode only. The loops are rewritten in the interpreter's own copy of
 # the kernel (its FunctionRewriter), never in the module's Python code.
 _LOOP_RANGE = "_course_kernel_range"
-_CONSTEXPR_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
+_CONSTEXPR_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift")
+_SCALAR_FIRST = ("mod", "lshift", "rshift")
+_CONSTEXPR_COMPARISONS = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
 
 def _install_kernel_scalars(interp) -> None:
     import ast
+    import copy
 
     import triton.language as tl
 
@@ -312,16 +356,32 @@ def _install_kernel_scalars(interp) -> None:
     implicit_cvt._course_scalars = True  # type: ignore[attr-defined]
     interp._implicit_cvt = implicit_cvt
 
-    def kernel_range(*bounds):
-        for i in range(*(int(b) for b in bounds)):
-            yield original_cvt(i)
+    def kernel_counters(counters, *bounds):
+        """The loop's counters as the compiled kernel has them: i64 where a bound is an i64 scalar (the
+        promoted type of the bounds), else i32."""
+        wide = any(isinstance(b, tl.tensor) and b.dtype in (tl.int64, tl.uint64) for b in bounds)
+        for i in counters:
+            if type(i) is not int:
+                yield i
+            elif wide:
+                yield tl.tensor(interp.TensorHandle(np.array([i], dtype=np.int64), tl.int64), tl.int64)
+            else:
+                yield original_cvt(i)
 
     class Loops(ast.NodeTransformer):
+        """`for i in range(...)` and `for i in tl.range(...)` (not tl.static_range, whose counter is a
+        constant) loop over the kernel's scalars: the iterator is wrapped, its arguments untouched."""
+
         def visit_For(self, node):
             self.generic_visit(node)
             call = node.iter
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range":
-                call.func = ast.copy_location(ast.Name(id=_LOOP_RANGE, ctx=ast.Load()), call.func)
+            if isinstance(call, ast.Call) and (
+                (isinstance(call.func, ast.Name) and call.func.id == "range")
+                or (isinstance(call.func, ast.Attribute) and call.func.attr == "range")
+            ):
+                wrapper = ast.Name(id=_LOOP_RANGE, ctx=ast.Load())
+                bounds = [copy.deepcopy(a) for a in call.args if not isinstance(a, ast.Starred)]
+                node.iter = ast.copy_location(ast.Call(func=wrapper, args=[call, *bounds], keywords=[]), call)
             return node
 
     rewriter = getattr(interp, "FunctionRewriter", None)
@@ -332,7 +392,7 @@ def _install_kernel_scalars(interp) -> None:
             tree = transform(self, src)
             tree = Loops().visit(tree)
             ast.fix_missing_locations(tree)
-            self.fn.__globals__.setdefault(_LOOP_RANGE, kernel_range)
+            self.fn.__globals__.setdefault(_LOOP_RANGE, kernel_counters)
             return tree
 
         transform_ast._course_loops = True  # type: ignore[attr-defined]
@@ -344,6 +404,8 @@ def _install_kernel_scalars(interp) -> None:
         def op(self, other):  # constexpr OP tensor: the tensor's reflected op, as compiled code does
             if isinstance(other, tl.tensor) and hasattr(tl.tensor, f"__r{name}__"):
                 return getattr(other, f"__r{name}__")(self.value)
+            if isinstance(other, tl.tensor) and name in _SCALAR_FIRST:  # no reflected op: the scalar made a tensor
+                return getattr(tl.full((), self.value, other.dtype), f"__{name}__")(other)
             return original(self, other)
 
         return op
@@ -359,9 +421,22 @@ def _install_kernel_scalars(interp) -> None:
     patched = {}  # made from Triton's own constexpr operators, once
     for name in _CONSTEXPR_OPS:
         forward_name, backward_name = f"__{name}__", f"__r{name}__"
-        if hasattr(tl.constexpr, forward_name) and hasattr(tl.constexpr, backward_name):
+        if hasattr(tl.constexpr, forward_name):
             patched[forward_name] = forward(name, getattr(tl.constexpr, forward_name))
+        if hasattr(tl.constexpr, backward_name):
             patched[backward_name] = backward(name, getattr(tl.constexpr, backward_name))
+
+    def compared(name: str, mirrored: str, original):
+        def op(self, other):  # constexpr < tensor is tensor > constexpr
+            if isinstance(other, tl.tensor):
+                return getattr(other, f"__{mirrored}__")(self.value)
+            return original(self, other)
+
+        return op
+
+    for name, mirrored in _CONSTEXPR_COMPARISONS.items():
+        if hasattr(tl.constexpr, f"__{name}__"):
+            patched[f"__{name}__"] = compared(name, mirrored, getattr(tl.constexpr, f"__{name}__"))
 
     def patch_lang(fn):
         scope = original_patch(fn)

@@ -68,6 +68,12 @@ WRONG_SUBMISSIONS = {
                                        "10 x 19 tiles of 128 x 128", "groups of GROUP_M tile-rows",
                                        "programs that run at the same time should share their tile-rows of a"),
                              lambda c: False),
+    # blocks of 5 tile-rows x 2 tile-columns down 2-column strips (found by a review): local on the probe, but
+    # at 8192^2 a wave reads 64 tile-rows of a, as column by column does; an order it does not recognize is
+    # judged by the probe's strips, where this reads 88% of row order's (at most 86%)
+    "ch06_blocks_down_columns": (GROUPED, ("all 13 cases are right", "the tiles that run together do not share "
+                                           "their rows of a and columns of b", "(at most 86% needed)"),
+                                 lambda c: False),
     # 128-row tiles in groups of 8: only the 3 tile-rows of the large cases make a group shorter than 8
     "ch06_full_last_group": (GROUPED, ("were never written",),
                              lambda c: c.label == "large"),
@@ -90,8 +96,8 @@ GOOD_SUBMISSIONS = {
     "ch06_column_groups": "grouped order: groups of 8 tile-columns",
     "ch06_persistent_groups": "16 persistent programs running side by side",
     "ch06_groups_of_4": "grouped order: groups of 4 tile-rows",
-    # groups of 8 walked up and down: as many strips a wave as the course's own order
-    "ch06_serpentine": "no more than groups of 8 tile-rows read there",
+    # groups of 8 walked down and back up: the same tiles in every wave, give or take one
+    "ch06_serpentine": "grouped order: groups of 8 tile-rows, walked as a serpentine",
     # groups of 16 tile-rows: column by column on the probe's 10 tile-rows, groups on a taller output
     "ch06_group_16": "grouped order: groups of 16 tile-rows, as tall as the probe or taller",
 }

@@ -50,11 +50,14 @@ WRONG_SUBMISSIONS = {
     "ch08_tma_store_ragged_rows": (SCALE, ("case 'ragged'", "a tensor-descriptor store reaches past the end of rows "
                                            "of 1001 fp16 elements", "overwrite elements 1001 to 1007",
                                            "Triton issue #11583", "masked pointer store")),
+    "ch08_few_per_thread": (SCALE, ("x is read 8 bytes at a time, not 16", "the compiler proved the addresses "
+                                    "8-byte aligned", "BLOCK / (32 * num_warps) >= 8")),
 }  # fmt: skip
 NOT_THEIRS = {  # the reason each must not be given
     "ch08_no_hint": "the row starts are hinted",
     "ch08_hint_on_argument": "Triton marks an integer argument 'divisible by 16' only when",
     "ch08_mask_partial_vectors": "Triton marks an integer argument 'divisible by 16' only when",
+    "ch08_few_per_thread": "Triton marks an integer argument 'divisible by 16' only when",
 }
 
 

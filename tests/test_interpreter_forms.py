@@ -5,12 +5,17 @@ of every chapter still fail (their own tests)."""
 from __future__ import annotations
 
 import pytest
+import torch
+import triton
+import triton.language as tl
 from conftest import GOOD, requires_interpreter
+from triton.language.extra import libdevice
 
 from course_lib import grader
 from course_lib.grader import PASS
 
 SEED = 2024
+C = tl.constexpr(7)  # a module-level constant, as kernels use them
 
 FORMS = {
     # alpha.to(tl.float32) on a float argument: "'float' object has no attribute 'to'"
@@ -49,3 +54,51 @@ def test_the_module_keeps_its_own_range():
     kept = out != residual
     assert kept.sum() > 600 and torch.allclose(out[kept], (residual + x / 0.75)[kept], atol=1e-5)
     assert "range" not in vars(module)  # the kernel's counter came from the rewritten copy's own name
+
+
+@requires_interpreter
+def test_scalars_and_libdevice_behave_as_compiled():
+    """Found by a review of the work-arounds: a loop over i64 bounds counts in i64 (3e9 does not wrap);
+    libdevice's round takes halves away from zero; erfc keeps its far tail; fp16 is refused with the
+    fix, as compiled Triton refuses it; constexpr % tensor and constexpr < tensor give tensors."""
+    from course_lib.interpreter import LibdeviceTypeError
+
+    @triton.jit
+    def wide(out_ptr, n):
+        for i in range(0, n.to(tl.int64)):
+            tl.store(out_ptr + i, i * 1_000_000_000)
+
+    out = torch.zeros(4, dtype=torch.int64)
+    wide[(1,)](out, 4)
+    assert out.tolist() == [0, 1_000_000_000, 2_000_000_000, 3_000_000_000]
+
+    @triton.jit
+    def maths(x_ptr, out_ptr, WHICH: tl.constexpr):
+        x = tl.load(x_ptr + tl.arange(0, 4))
+        if WHICH == 0:
+            y = libdevice.round(x)
+        elif WHICH == 1:
+            y = libdevice.erfc(x)
+        else:
+            y = libdevice.tanh(x)
+        tl.store(out_ptr + tl.arange(0, 4), y)
+
+    x = torch.tensor([0.5, 1.5, 2.5, -2.5])
+    out = torch.zeros(4)
+    maths[(1,)](x, out, WHICH=0)
+    assert out.tolist() == [1.0, 2.0, 3.0, -3.0]
+    maths[(1,)](torch.tensor([6.0, 0.0, 1.0, 2.0]), out, WHICH=1)
+    assert 2.1e-17 < out[0].item() < 2.2e-17
+    with pytest.raises(Exception, match="takes float32 or float64, not fp16") as raised:
+        maths[(1,)](x.half(), out.half(), WHICH=2)
+    assert isinstance(raised.value, LibdeviceTypeError) or "LibdeviceTypeError" in repr(raised.value)
+
+    @triton.jit
+    def ops(x_ptr, out_ptr):
+        x = tl.load(x_ptr + tl.arange(0, 4))
+        tl.store(out_ptr + tl.arange(0, 4), (C % x) + tl.where(C < x, 100, 0))
+
+    xs = torch.tensor([2, 3, 8, 5], dtype=torch.int32)
+    got = torch.zeros(4, dtype=torch.int32)
+    ops[(1,)](xs, got)
+    assert got.tolist() == [1, 1, 107, 2]

@@ -728,7 +728,10 @@ def _graded(
                 return answer
             except _Late:
                 over = wait < limit  # the task's whole budget ran out first
-                raise _Stop(_hung(result, phase, wait, limits, over)) from None
+                # the time it waited: the step's limit, or since the task began when its budget ran out (the
+                # step's remnant of that budget said "after 3 s" of a task that had run 55)
+                waited = time.monotonic() - (budget - limits.task_s) if over else wait
+                raise _Stop(_hung(result, phase, waited, limits, over)) from None
             except _Gone:
                 raise _Stop(_ended(result, phase, session.how_it_ended())) from None
             except (_TooMuch, _Garbled) as e:
@@ -1162,7 +1165,12 @@ def _hung(result: TaskResult, phase: str, waited: float, limits: Limits, whole_t
         f"no result after {waited:.0f} s for {what}: the kernel or launcher seems to hang "
         "(a loop that never ends, or a grid far too large)"
     )
-    result.details = [f"time limits: {limits.describe()}"]
+    result.details = [
+        f"time limits: {limits.describe()}",
+        "A right kernel far slower than the course's solution ends here too (in CPU mode, a construct the "
+        "interpreter runs slowly, such as a custom tl.reduce combine function): `check --timeout SECONDS` "
+        "gives it longer.",
+    ]
     return result
 
 

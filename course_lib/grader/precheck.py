@@ -137,7 +137,8 @@ ALLOWED: dict[str, frozenset[str] | str] = {
         abs neg maximum minimum max min amax amin aminmax sum mean var std prod cumsum cumprod softmax
         log_softmax where clamp clip relu pow square sign floor ceil round trunc fmod remainder isnan isinf
         isfinite nan_to_num allclose isclose equal eq ne lt le gt ge logical_and logical_or logical_not
-        logical_xor any all argmax argmin topk sort argsort unique bincount count_nonzero nonzero norm dist
+        logical_xor any all argmax argmin topk sort argsort unique unique_consecutive bincount count_nonzero
+        nonzero norm dist searchsorted bucketize
         lerp addcmul addcdiv sin cos reciprocal bitwise_and bitwise_or bitwise_xor bitwise_not
         float64 float32 float16 bfloat16 half float double int64 int32 int16 int8 uint8 uint16 uint32
         uint64 bool long int short float8_e4m3fn float8_e5m2 complex64 complex128 cuda nn linalg special fft
@@ -463,7 +464,10 @@ _WHY_NOT = {
     "functools.singledispatch": "it evaluates string annotations as code",
     "numpy.load": "it reads files and can unpickle objects",
     "numpy.fromfile": "it reads files",
-    "triton.runtime": "it reaches Triton's driver and launcher internals",
+    "triton.runtime": (
+        "it reaches Triton's driver and launcher internals (for the number of SMs, as Triton's tutorials "
+        "read it there, use torch.cuda.get_device_properties(device).multi_processor_count)"
+    ),
     "triton.knobs": "it changes how Triton compiles and launches for everyone in the process",
     "triton.testing": "it times kernels; the grader times them itself",
 }

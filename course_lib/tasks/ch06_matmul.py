@@ -211,12 +211,10 @@ register(
 # output. Wider than tall, as the tiles are; every program costs the interpreter some 10 ms. K is one short
 # step: the order is the point, not the sum.
 PROBE_SHAPE = (1280, 2432, 16)  # (M, N, K)
-# Where the probe sees column by column, groups of GROUP_M >= its tile-rows look the same: this output
-# (32 tile-rows of 128, 4 tile-columns of 128) tells them apart, launched only then.
-TALL_SHAPE = (4096, 512, 16)
-# The course's own order (groups of 8 tile-rows) on the probe: an order that reads no more strips of a and b
-# in a wave there shares them as well (a serpentine walk through the groups reads exactly as many).
-OWN_GROUP = 8
+# Where the probe sees column by column, groups of GROUP_M >= its tile-rows look the same: this output, as
+# tall as the benchmark's (64 tile-rows of 128, 4 tile-columns of 128), tells apart every group that is one
+# there, launched only then. Groups as tall as it are no groups at 8192 either.
+TALL_SHAPE = (8192, 512, 16)
 # Where the property matters: a wave of programs on the benchmark's output. An H200 has 132 SMs; a
 # persistent kernel's wave is its grid.
 WAVE_SHAPE, WAVE_PROGRAMS = (8192, 8192), 132
@@ -408,14 +406,35 @@ _GROUPED = (
 )
 
 
+def serpentine_order(n_row_tiles: int, n_col_tiles: int, group_m: int) -> list[tuple[int, int]]:
+    """Groups of ``group_m`` tile-rows as in grouped_order, the tile-row walking down the group in even
+    tile-columns and back up in odd ones: the same tiles in every wave, give or take one."""
+    order = []
+    for first in range(0, n_row_tiles, group_m):
+        height = min(group_m, n_row_tiles - first)
+        for c in range(n_col_tiles):
+            rows = range(height) if c % 2 == 0 else range(height - 1, -1, -1)
+            order += [(first + r, c) for r in rows]
+    return order
+
+
+def _column_serpentine(n_row_tiles: int, n_col_tiles: int, group_n: int) -> list[tuple[int, int]]:
+    return [(r, c) for c, r in serpentine_order(n_col_tiles, n_row_tiles, group_n)]
+
+
 def _family(order: list, n_rows: int, n_cols: int):
-    """(what, make) where the run order is groups of tile-rows or of tile-columns that are real groups."""
-    for group in range(2, n_rows):
-        if order == grouped_order(n_rows, n_cols, group):
-            return f"groups of {group} tile-rows", lambda r, c, g=group: grouped_order(r, c, g)
-    for group in range(2, n_cols):
-        if order == column_grouped_order(n_rows, n_cols, group):
-            return f"groups of {group} tile-columns", lambda r, c, g=group: column_grouped_order(r, c, g)
+    """(what, make) where the run order is groups of tile-rows or of tile-columns that are real groups,
+    walked straight or as a serpentine."""
+    forms = [
+        ("tile-rows", n_rows, grouped_order),
+        ("tile-rows, walked as a serpentine", n_rows, serpentine_order),
+        ("tile-columns", n_cols, column_grouped_order),
+        ("tile-columns, walked as a serpentine", n_cols, _column_serpentine),
+    ]  # fmt: skip
+    for what, size, make in forms:
+        for group in range(2, size):
+            if order == make(n_rows, n_cols, group):
+                return f"groups of {group} {what}", lambda r, c, g=group, make=make: make(r, c, g)
     return None
 
 
@@ -437,7 +456,7 @@ def _taller_groups(tall: dict | None, block, wave: int, baseline: str):
                 f"programs run in groups of {group} tile-rows",
                 [
                     f"grouped order: groups of {group} tile-rows, as tall as the probe or taller, so it looked "
-                    f"like column by column there; on a {M} x {N} output ({len(rows)} x {len(cols)} tiles) the "
+                    f"like column by column there; on an output of {M} x {N} ({len(rows)} x {len(cols)} tiles) the "
                     f"groups show: the first programs cover tiles {_shown(order, 8)}",
                     f"on an {WAVE_SHAPE[0]} x {WAVE_SHAPE[1]} output a wave of {wave} programs reads about "
                     f"{rows_read} tile-rows of a and {cols_read} tile-columns of b ({baseline})",
@@ -552,23 +571,14 @@ def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
                 [
                     shown,
                     f"Groups as tall as the whole output are no groups: make GROUP_M smaller than its {n_rows} "
-                    "tile-rows (8 is usual).",
+                    "tile-rows (8 is usual)"
+                    + (
+                        f"; on an output of {TALL_SHAPE[0]} rows the order was column by column too."
+                        if facts.get("tall")
+                        else "."
+                    ),
                     PROPERTY,
                     _GROUPED,
-                ],
-            )
-        ]
-    own = _strips(grouped_order(n_rows, n_cols, min(OWN_GROUP, n_rows - 1)), probe_wave, block)
-    if mine <= own * 1.001:
-        return [
-            (
-                True,
-                "programs that run together share strips of a and b",
-                [
-                    f"{shown}: a wave of {probe_wave} consecutive tiles reads {mine / sum(block):.1f} strips of a "
-                    f"and b on average, no more than groups of {min(OWN_GROUP, n_rows - 1)} tile-rows read there "
-                    f"({own / sum(block):.1f}; row by row or column by column: "
-                    f"{min(by_rows, by_cols) / sum(block):.1f})"
                 ],
             )
         ]

@@ -199,6 +199,21 @@ def _why_narrow(stride: int, hints: list | None = None) -> list[str]:
     ]
 
 
+def _why_few_per_thread(width: int, itemsize: int) -> list[str]:
+    """Why accesses wider than one element, but narrower than 16 bytes: the compiler vectorized, so it
+    proved some alignment; a thread holds too few elements, or the alignment proven is less than 16."""
+    per_thread = 16 // itemsize
+    return [
+        f"Why: the accesses are {width} bytes wide ({width // itemsize} elements), so the compiler proved the "
+        f"addresses {width}-byte aligned and vectorized. Either a thread holds no more than {width // itemsize} "
+        "elements of a block (a block of BLOCK elements over num_warps * 32 threads gives each BLOCK / (32 * "
+        f"num_warps)), or the alignment it can prove is {width} bytes, not 16 (a hint of {width // itemsize} "
+        f"elements where {per_thread} is true).",
+        f"Fix: BLOCK / (32 * num_warps) >= {per_thread} (e.g. BLOCK = {per_thread * 128} with 4 warps), and "
+        f"hints of {per_thread} elements (16 bytes) where the launcher has checked them.",
+    ]
+
+
 def judge_scale_rows(facts: dict) -> list[tuple[bool, str, list[str]]]:
     checks = []
     narrow, notes = [], []
@@ -220,7 +235,13 @@ def judge_scale_rows(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if narrow:
         details = [line for _, item in narrow for line in _ptx_lines(item, ("x", "out"), "x")]
         first = narrow[0][1]
-        checks.append((False, narrow[0][0], details + _why_narrow(first["stride"], first.get("hints"))))
+        widths = [w for role in ("x", "out") for w in structure.widths(first, role, ("load", "store")) if w != "TMA"]
+        itemsize = 4 if "32" in str(first.get("dtype")) else 2
+        if widths and max(widths) > itemsize:  # vectorized, so aligned: each thread just holds too few elements
+            why = _why_few_per_thread(max(widths), itemsize)
+        else:
+            why = _why_narrow(first["stride"], first.get("hints"))
+        checks.append((False, narrow[0][0], details + why))
     elif notes:
         checks.append((True, "16-byte loads and stores", notes))
     item = facts.get("unaligned")
