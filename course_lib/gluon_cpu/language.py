@@ -243,17 +243,24 @@ class Pointer:
         return flat, offsets
 
 
-def load(pointer, mask=None, other=None, **_):
+def _addressed(pointer, mask, what: str):
+    """(the pointer's tensor as flat elements, the offsets, the lanes the mask keeps), every kept offset
+    inside the tensor, else a ProtocolError naming the offsets."""
     if not isinstance(pointer, Pointer):
-        raise NotSimulated("gl.load of something that is not a pointer argument plus offsets")
+        raise NotSimulated(f"{what} of something that is not a pointer argument plus offsets")
     flat, offsets = pointer._where()
     keep = torch.ones_like(offsets, dtype=torch.bool) if mask is None else _value(mask).data.bool()
     bad = keep & ((offsets < 0) | (offsets >= flat.numel()))
     if bad.any():
         raise ProtocolError(
-            f"gl.load outside its tensor in {Program.now().partition_name()}: element offset(s) "
+            f"{what} outside its tensor in {Program.now().partition_name()}: element offset(s) "
             f"{offsets[bad].flatten()[:6].tolist()} of a tensor of {flat.numel()} elements"
         )
+    return flat, offsets, keep
+
+
+def load(pointer, mask=None, other=None, **_):
+    flat, offsets, keep = _addressed(pointer, mask, "gl.load")
     values = flat[offsets.clamp(0, max(flat.numel() - 1, 0))]
     if mask is not None:
         fill = 0 if other is None else (_value(other).data if isinstance(other, Value) else other)
@@ -264,17 +271,8 @@ def load(pointer, mask=None, other=None, **_):
 
 
 def store(pointer, value, mask=None, **_):
-    if not isinstance(pointer, Pointer):
-        raise NotSimulated("gl.store to something that is not a pointer argument plus offsets")
-    flat, offsets = pointer._where()
+    flat, offsets, keep = _addressed(pointer, mask, "gl.store")
     data = _value(value).data if isinstance(value, (Value, PendingMma)) else torch.as_tensor(value)
-    keep = torch.ones_like(offsets, dtype=torch.bool) if mask is None else _value(mask).data.bool()
-    bad = keep & ((offsets < 0) | (offsets >= flat.numel()))
-    if bad.any():
-        raise ProtocolError(
-            f"gl.store outside its tensor in {Program.now().partition_name()}: element offset(s) "
-            f"{offsets[bad].flatten()[:6].tolist()} of a tensor of {flat.numel()} elements"
-        )
     data = torch.broadcast_to(data, offsets.shape).to(flat.dtype)
     flat[offsets[keep]] = data[keep]
 

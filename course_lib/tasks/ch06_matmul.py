@@ -274,19 +274,9 @@ def probe_order(module, entry) -> dict:
     judged by ``judge_order``. On a GPU no store can be seen: the facts say so."""
     if not runtime.is_cpu():
         return {"mode": runtime.GPU}
-    from .. import hooks
 
     M, N, K = PROBE_SHAPE
-    gen = torch.Generator().manual_seed(0)
-    a = torch.randn(M, K, generator=gen).to(F16)
-    b = torch.randn(K, N, generator=gen).to(F16)
-    out = torch.empty(M, N, dtype=F16)
-    listener = _StoreOrder(out)
-    hooks.access_listeners.append(listener)
-    try:
-        entry(a=a, b=b, out=out)
-    finally:
-        hooks.access_listeners.remove(listener)
+    listener, a, b, out = _listened(entry, PROBE_SHAPE, seed=0)
     last = listener.launches[-1] if listener.launches else {"kernel": "", "grid": None, "stores": [], "programs": []}
     right = close_enough(out.double(), a.double() @ b.double(), MATMUL_TOLERANCE[F16])  # judged on this run
     facts = {"mode": runtime.CPU, "shape": [M, N], "launches": len(listener.launches), **last, "right": bool(right)}
@@ -297,12 +287,13 @@ def probe_order(module, entry) -> dict:
     return facts
 
 
-def _stores_on(entry, shape) -> dict | None:
-    """The stores of one call of the launcher on ``shape`` (M, N, K), as probe_order records them."""
+def _listened(entry, shape, seed: int):
+    """One call of the launcher on a (M, K) by (K, N) float16 product, every store into out listened to:
+    (the listener, a, b, out)."""
     from .. import hooks
 
     M, N, K = shape
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator().manual_seed(seed)
     a, b = torch.randn(M, K, generator=gen).to(F16), torch.randn(K, N, generator=gen).to(F16)
     out = torch.empty(M, N, dtype=F16)
     listener = _StoreOrder(out)
@@ -311,6 +302,13 @@ def _stores_on(entry, shape) -> dict | None:
         entry(a=a, b=b, out=out)
     finally:
         hooks.access_listeners.remove(listener)
+    return listener, a, b, out
+
+
+def _stores_on(entry, shape) -> dict | None:
+    """The stores of one call of the launcher on ``shape`` (M, N, K), as probe_order records them."""
+    M, N, _ = shape
+    listener = _listened(entry, shape, seed=1)[0]
     if not listener.launches:
         return None
     last = listener.launches[-1]
