@@ -90,10 +90,14 @@ _CONSUMER_STEP = """            acc = warpgroup_mma(a_bufs.index(s), b_bufs.inde
 _TAIL = """        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)"""
 
+_TAIL_WAIT = "        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))"
+_RELEASE_EARLY = """            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            mbarrier.arrive(empty.index(s), count=1)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))"""
 _FENCE = "        fence_async_shared()  # the registers' writes"
 _STORE_WAIT = "        tma.store_wait(0)  # the previous tile's"
 
-# name: (text of the solution, its replacement, what the report must say)
+# name: (text of the solution, its replacement, what the report must say); or ([(text, replacement), ...], said)
 MISTAKES = {
     "no_expect": ("            mbarrier.expect(ready.index(s), " + _EXPECT + "\n", "", "no mbarrier.expect announced"),
     "bytes_of_a_only": (_EXPECT, "a_desc.block_type.nbytes)", "counted fewer bytes than the copies"),
@@ -101,12 +105,10 @@ MISTAKES = {
     "no_ready_wait": ("            mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1)\n", "", "a_bufs["),
     "no_empty_wait": (_PRODUCER_WAIT, "", ("a_bufs[", "is a wait missing")),
     "empty_wait_on_the_wrong_parity": (_PRODUCER_WAIT, _PRODUCER_WAIT.replace("phase ^ 1", "phase"), "waits on empty["),
-    "release_before_the_wgmma_completes": (
-        _CONSUMER_STEP + "\n" + "            # END SOLUTION\n            count += 1\n" + "        # BEGIN SOLUTION\n",
-        None,  # built below: the slot freed right after its wgmma is started
-        "while the wgmma reading a_bufs[",
-    ),
-    "last_slot_never_freed": (_TAIL, "        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))", "waits on"),
+    # the slot freed right after its wgmma is started (and once more at the tile's end: removed too)
+    "release_before_the_wgmma_completes": ([(_CONSUMER_STEP, _RELEASE_EARLY), (_TAIL, _TAIL_WAIT)],
+                                           "while the wgmma reading a_bufs["),
+    "last_slot_never_freed": (_TAIL, _TAIL_WAIT, "waits on"),
     "no_fence_before_the_tma_store": (_FENCE, "        # (", "no fence_async_shared()"),
     "no_store_wait_before_reusing_c_smem": (_STORE_WAIT, "        # (", "overwrites c_smem while the TMA store"),
 }  # fmt: skip
@@ -114,18 +116,10 @@ MISTAKES = {
 
 def _broken(name: str, tmp_path):
     source = SOLUTION.read_text()
-    old, new, _ = MISTAKES[name]
-    if name == "release_before_the_wgmma_completes":
-        source = source.replace(
-            _CONSUMER_STEP,
-            """            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            mbarrier.arrive(empty.index(s), count=1)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))""",
-        ).replace(_TAIL, "        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))")
-    else:
-        assert old in source, name
+    *edit, _ = MISTAKES[name]
+    for old, new in edit[0] if len(edit) == 1 else [edit]:
+        assert old in source, (name, old)
         source = source.replace(old, new, 1)
-    assert source != SOLUTION.read_text()
     path = tmp_path / f"{name}.py"
     path.write_text(source)
     return _module(path, name)
@@ -137,7 +131,7 @@ def test_each_protocol_mistake_is_caught_and_named(name, tmp_path):
     names it. A run may also come out right where the order hid the mistake (a TMA store that happened
     to finish before c_smem was written again): the grader tries several orders for that reason."""
     module = _broken(name, tmp_path)
-    said = MISTAKES[name][2]
+    said = MISTAKES[name][-1]
     said = said if isinstance(said, tuple) else (said,)
     caught = []
     for order in ORDERS:

@@ -96,11 +96,10 @@ def _range(*args, **_):
     return (L.Scalar(i) for i in range(*(int(a) for a in args)))
 
 
-def _warp_specialize(functions_and_args, worker_num_warps, worker_num_regs=None, *rest):
-    """The default partition runs in this thread; each worker partition is a thread of its own. Returns
-    when every partition has ended, with what the default partition returned."""
-    if callable(functions_and_args) or rest:
-        raise NotSimulated("gl.warp_specialize's older form (separate default and worker lists) is not simulated")
+def _warp_specialize(functions_and_args, worker_num_warps, worker_num_regs=None):
+    """The default partition runs in this thread; each worker partition is a thread of its own (warps and
+    registers are the GPU's business). Returns when every partition has ended, with what the default
+    partition returned."""
     program = L.Program.now()
     (default_fn, default_args), *workers = functions_and_args
     spawned = []
@@ -272,7 +271,6 @@ def simulate(kernel, args: tuple, kwargs: dict, seed: int = 0, event_weight: flo
     grid = kwargs.get("grid")
     params = inspect.signature(fn).parameters
     call = {k: v for k, v in kwargs.items() if k in params}
-    num_warps = int(kwargs.get("num_warps", call.get("num_warps", 4)))
     bound = inspect.signature(fn).bind(*args, **call)
     arguments = {k: _device_argument(v) for k, v in bound.arguments.items()}
     body = rebound(fn, _namespaces(), {})
@@ -284,7 +282,7 @@ def simulate(kernel, args: tuple, kwargs: dict, seed: int = 0, event_weight: flo
     for n, pid in enumerate(itertools.product(range(grid[0]), range(grid[1]), range(grid[2]))):
         pid = (pid[0], pid[1], pid[2])
         scheduler = Scheduler(seed=seed * 1_000_003 + n, event_weight=event_weight)
-        program = L.Program(pid, grid, scheduler, num_warps)
+        program = L.Program(pid, grid, scheduler)
         scheduler.run(f"program {pid[0]}", _in_program(program, lambda: body(**arguments), ()))
         L._bind_program(program)
         try:

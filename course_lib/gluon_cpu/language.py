@@ -58,8 +58,8 @@ class Program:
 
     _local = threading.local()
 
-    def __init__(self, pid: tuple, grid: tuple, scheduler: Scheduler, num_warps: int):
-        self.pid, self.grid, self.scheduler, self.num_warps = pid, grid, scheduler, num_warps
+    def __init__(self, pid: tuple, grid: tuple, scheduler: Scheduler):
+        self.pid, self.grid, self.scheduler = pid, grid, scheduler
         self.allocations: list[SharedMemory] = []
         self.barriers: list[Barrier] = []
 
@@ -376,9 +376,6 @@ class _Name(str):
                     break
         return self.found or self.fallback
 
-    def __add__(self, other):
-        return str(self) + other
-
     def __format__(self, spec):
         return format(str(self), spec)
 
@@ -605,7 +602,6 @@ class Descriptor:
 class _Op:
     def __init__(self, what: str, partition: str):
         self.what, self.partition, self.done, self.result = what, partition, False, None
-        self.event: Event | None = None
 
 
 def _in_flight(program: Program) -> list:
@@ -731,7 +727,6 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
         return op.result
     event = Event(op.what, complete, owner=who, lazy=True)
     event.reads, event.kind, event.op = tuple(operands), "mma", op
-    op.event = event
     program.scheduler.add(event)
     program.scheduler.point()
     return PendingMma(op)

@@ -53,7 +53,6 @@ class Partition:
 class Scheduler:
     def __init__(self, seed: int = 0, event_weight: float = 1.0, steps_limit: int = 2_000_000):
         self.rng = random.Random(seed)
-        self.seed = seed
         self.event_weight = event_weight  # how often an event is chosen against a partition
         self.events: list[Event] = []
         self.partitions: list[Partition] = []

@@ -149,9 +149,15 @@ def probe_scale_rows(module, entry) -> dict:
     return facts
 
 
+def _itemsize(item: dict) -> int:
+    """Bytes an element of a probed launch's tensor (its dtype as the facts name it: float16, float32...)."""
+    return 2 if item["dtype"] in ("float16", "bfloat16") else 4
+
+
 def _where(item: dict, tensors: str) -> str:
-    itemsize = 2 if item["dtype"] in ("float16", "bfloat16") else 4
-    return f"{tensors} of shape {tuple(item['shape'])}, {item['dtype']}, rows {_why_16(item['stride'], itemsize)}"
+    return (
+        f"{tensors} of shape {tuple(item['shape'])}, {item['dtype']}, rows {_why_16(item['stride'], _itemsize(item))}"
+    )
 
 
 def _ptx_lines(item: dict, roles: tuple[str, ...], tensors: str) -> list[str]:
@@ -236,9 +242,8 @@ def judge_scale_rows(facts: dict) -> list[tuple[bool, str, list[str]]]:
         details = [line for _, item in narrow for line in _ptx_lines(item, ("x", "out"), "x")]
         first = narrow[0][1]
         widths = [w for role in ("x", "out") for w in structure.widths(first, role, ("load", "store")) if w != "TMA"]
-        itemsize = 4 if "32" in str(first.get("dtype")) else 2
-        if widths and max(widths) > itemsize:  # vectorized, so aligned: each thread just holds too few elements
-            why = _why_few_per_thread(max(widths), itemsize)
+        if widths and max(widths) > _itemsize(first):  # vectorized: some alignment proven
+            why = _why_few_per_thread(max(widths), _itemsize(first))
         else:
             why = _why_narrow(first["stride"], first.get("hints"))
         checks.append((False, narrow[0][0], details + why))
