@@ -18,6 +18,7 @@
 #   gpu_tests   the tests that run only on a GPU (COURSE_MODE=gpu), where pytest is there
 #   hold        tests/test_gpu_hold.py in GPU mode (the grader's GPU-hold protocol)
 #   decode      scripts/experiments_gemm.py decode: chapter 07's decode kernels and split-K, to results/
+#   gluon       scripts/gluon_gpu_outputs.py: chapters 09-10's Gluon kernels on the GPU and in the CPU simulator
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -138,6 +139,10 @@ step_hold() {
 step_decode() {
   timeout "${DECODE_S:-400}" $py scripts/experiments_gemm.py decode --out "$OUT/experiments" > "$OUT/decode.txt" 2>&1
   grep -E "M=16 +(split_k|small_m|eager|cublas)" "$OUT/decode.txt" | cut -c1-200 | head -60
+}
+step_gluon() {
+  timeout "${GLUON_S:-180}" $py scripts/gluon_gpu_outputs.py --out "$OUT/gluon" > "$OUT/gluon.txt" 2>&1
+  cut -c1-400 "$OUT/gluon.txt" | tail -12
 }
 step_gpu_tests() {
   if $py -c "import pytest" 2>/dev/null; then
