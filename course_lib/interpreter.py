@@ -129,8 +129,29 @@ def _install_bf16_arith_fix(builder_cls) -> None:
     builder_cls._course_bf16_arith = True
 
 
+def tf32_rounded(values) -> np.ndarray:
+    """float32 values rounded to TF32 (10 bits of mantissa, to nearest, ties to even), as a tensor core
+    reads them; inf and NaN kept."""
+    x = np.ascontiguousarray(values, dtype=np.float32)
+    bits = x.view(np.uint32)
+    rounded = ((bits + np.uint32(0xFFF) + ((bits >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)).view(
+        np.float32
+    )
+    return np.where(np.isfinite(x), rounded, x)
+
+
+def _is_tf32(precision) -> bool:
+    """Triton's ``ir.INPUT_PRECISION.TF32`` (its default for float32 on a GPU), not TF32x3 nor IEEE."""
+    name = getattr(precision, "name", None) or str(precision)
+    return name.rsplit(".", 1)[-1].upper() == "TF32"
+
+
 def _install_bf16_dot_fix(builder_cls) -> None:
-    """The interpreter holds bf16 as raw uint16 bits and multiplies those; widen them first."""
+    """The interpreter holds bf16 as raw uint16 bits and multiplies those; widen them first.
+
+    And a float32 tl.dot in TF32 (Triton's default: ``input_precision`` not given) is multiplied as a
+    GPU's tensor cores do it, each input rounded to 10 bits of mantissa, not exactly as numpy would:
+    otherwise a kernel passes in CPU mode and fails the same float32 case on the GPU."""
     if getattr(builder_cls, "_course_bf16_dot", False):
         return
     import triton.language as tl
@@ -144,6 +165,10 @@ def _install_bf16_dot_fix(builder_cls) -> None:
         return None
 
     def create_dot(self, a, b, d, *rest, **kw):
+        precision = rest[0] if rest else kw.get("input_precision")
+        if a.dtype == tl.float32 and b.dtype == tl.float32 and _is_tf32(precision):
+            acc = np.matmul(tf32_rounded(a.data), tf32_rounded(b.data), dtype=np.float32).astype(d.data.dtype)
+            return type(d)(acc + d.data, d.dtype.scalar)
         wa, wb = widen(a), widen(b)
         if wa is None and wb is None:
             return original(self, a, b, d, *rest, **kw)

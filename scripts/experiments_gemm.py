@@ -384,8 +384,8 @@ def exp_decode(log) -> dict:
         # (atomics), then lin_finish applies bias and GELU. Timed on the plain kernel's good tiles (so the
         # difference is the split's own cost), whole and in its three parts, with relaxed atomics and with
         # Triton's default (acq_rel), and with the 2026-12-01 record's loop form ("bounds", not pipelined);
-        # also on that record's two wide tiles (58-2037 us there), with the compiled kernel's registers,
-        # spills and shared memory beside each, to say what made those slow
+        # also on that record's two wide tiles (58-2037 us there: experiment_decode_2026-12-01_h200.json),
+        # with the compiled kernel's registers, spills and shared memory beside each, to say what made those slow
         tiles = [(64, 256, 4, "plain's best"), (32, 128, 6, "plain's best"), (64, 128, 6, "plain's best"),
                  (128, 256, 4, "2026-12-01 record"), (256, 128, 4, "2026-12-01 record")]  # fmt: skip
         forms = (("relaxed", "steps"), ("acq_rel", "steps"), ("relaxed", "bounds"))

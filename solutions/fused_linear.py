@@ -206,9 +206,10 @@ def _config(M, N, K, element_size):
     # is narrow enough for >= 128 programs across N (8192 / 64 = 128), and BLOCK_K is long, so each
     # program keeps many bytes of weight in flight: 4 stages x 256 x 64 x 2 bytes = 128 KB per SM,
     # well above the ~32 KB per SM it takes to cover ~1 us of memory latency at 4.27 TB/s.
-    # 16 x 64 x 256, 4 warps, 4 stages: 36.1 / 36.3 / 36.5 us at M = 1 / 4 / 16, N = K = 8192 bf16
-    # on an H200, cuBLAS's matmul alone 36.7 / 36.2 / 36.1, the floor 31.4
-    # (results/experiment_decode_h200.json; split-K in 2 or 4 parts was 58 us or worse).
+    # 16 x 64 x 256, 4 warps, 4 stages: 36.8 / 37.1 / 37.2 us at M = 1 / 4 / 16, N = K = 8192 bf16
+    # on an H200, cuBLAS's matmul alone 36.8 / 36.8 / 36.9, the floor 31.4; split-K in 2 or 4 parts,
+    # pipelined, 41.7 / 42.2 / 43.7 at best: the same weight read, and two more launches
+    # (results/experiment_decode_h200.json, 2026-12-05).
     # Taller tiles (M = 17 ... 64) halve BLOCK_K to stay in shared memory: 4 x (64 x 128 + 128 x 64)
     # x 2 bytes = 128 KB of the 227 KB an SM has. float32 (exact products on the FMA units) halves
     # BLOCK_K again: 4-byte elements fill shared memory twice as fast.

@@ -215,3 +215,47 @@ def test_ws_compression_protocol_mistakes_are_named(folder, caught):
 @pytest.mark.parametrize("folder", ["ch10_ws_copy_first_user", "ch10_ws_user_by_candidate", "ch10_ws_no_user"])
 def test_ws_compression_wrong_values_show(folder):
     assert _compression(WRONG / folder / "ws_compression.py", seed=0, order="late") > 0.5
+
+
+# ------------------------------------------------------------------- against the H200's own outputs
+
+H200_OUTPUTS = ROOT / "results" / "gluon_cpu_h200"
+
+
+def _gpu_cases():
+    import json
+
+    report = json.loads((H200_OUTPUTS / "outputs.json").read_text())
+    return sorted(report["cases"].items())
+
+
+@pytest.mark.parametrize("name, row", _gpu_cases(), ids=[name for name, _ in _gpu_cases()])
+def test_the_simulator_gives_what_the_h200_gave(name, row):
+    """scripts/gluon_gpu_outputs.py ran each kernel on an H200 (results/gluon_cpu_h200, with its GPU,
+    versions and date) on inputs any machine makes again from a seed. The simulator's output, under
+    random and late orders of the events, matches it to bfloat16's rounding: the GPU and this CPU add
+    the K products in different orders, so a few elements in 10,000 round the other way."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        spec = importlib.util.spec_from_file_location("gluon_gpu_outputs", ROOT / "scripts" / "gluon_gpu_outputs.py")
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    path, kind, shape, programs = script.CASES[name]
+    assert [row["file"], list(shape), programs] == [path, row["shape"], row["programs"]]
+    saved = torch.load(H200_OUTPUTS / "outputs.pt")
+    expected = saved[row.get("gpu_output_same_as", name)]
+    module = _module(ROOT / path, "h200_case")
+    tensors = script.inputs(kind, tuple(shape))
+    assert script.input_sum(tensors) == pytest.approx(row["input_sum"], rel=1e-12)  # the same inputs as there
+    for weight in ORDERS.values():
+        tensors = script.inputs(kind, tuple(shape))
+        with gluon_cpu.launches_simulated(seed=3, event_weight=weight):
+            got = script.run(module, kind, tensors, programs)
+        assert not got.isnan().any()
+        assert script.difference(got, expected) < 2**-7  # bfloat16's rounding, as the other tests
+        assert (got == expected).double().mean() > 0.999  # on the H200: 0.99974 to 0.99989 equal

@@ -102,3 +102,54 @@ def test_scalars_and_libdevice_behave_as_compiled():
     got = torch.zeros(4, dtype=torch.int32)
     ops[(1,)](xs, got)
     assert got.tolist() == [1, 1, 107, 2]
+
+
+@triton.jit
+def _dot_kernel(a_ptr, b_ptr, c_ptr, N: tl.constexpr, PRECISION: tl.constexpr):
+    rows = tl.arange(0, N)
+    a = tl.load(a_ptr + rows[:, None] * N + rows[None, :])
+    b = tl.load(b_ptr + rows[:, None] * N + rows[None, :])
+    if PRECISION == "default":
+        c = tl.dot(a, b)
+    else:
+        c = tl.dot(a, b, input_precision=PRECISION)
+    tl.store(c_ptr + rows[:, None] * N + rows[None, :], c)
+
+
+@requires_interpreter
+def test_a_float32_dot_is_tf32_unless_told_otherwise_as_on_a_gpu():
+    """A GPU multiplies float32 in TF32 by default (each input rounded to 10 bits of mantissa); the
+    interpreter did it exactly, so a kernel without input_precision="ieee" passed float32 cases in CPU
+    mode that it fails on the GPU (tests/wrong/ch07_tf32_dot)."""
+    from course_lib.interpreter import tf32_rounded
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(16, 16, generator=gen), torch.randn(16, 16, generator=gen)
+    exact = (a.double() @ b.double()).float()
+    as_tf32 = torch.from_numpy(tf32_rounded(a.numpy())).double() @ torch.from_numpy(tf32_rounded(b.numpy())).double()
+    for precision, expected in (("default", as_tf32.float()), ("tf32", as_tf32.float()), ("ieee", exact)):
+        c = torch.empty(16, 16)
+        _dot_kernel[(1,)](a, b, c, N=16, PRECISION=precision)
+        assert torch.allclose(c, expected, rtol=1e-6, atol=1e-6), precision
+    assert (as_tf32.float() - exact).abs().max() > 1e-3  # the difference is there to be seen
+    c = torch.empty(16, 16)
+    _dot_kernel[(1,)](a, b, c, N=16, PRECISION="tf32x3")  # three TF32 products: float32's accuracy
+    assert torch.allclose(c, exact, rtol=1e-6, atol=1e-6)
+
+
+def test_the_tf32_hint_reads_the_calls_not_the_words():
+    from course_lib.grader.precheck import tf32_dot_lines
+
+    source = b"""import triton.language as tl
+from triton.language import dot
+def k(a, b, acc):
+    acc = tl.dot(a, b, acc)                            # 4: TF32 on float32
+    acc = tl.dot(a, b, acc, input_precision="ieee")
+    acc = tl.dot(a, b, acc, "ieee")
+    acc = dot(a, b)                                    # 7: the same function, imported by name
+    acc = tl.dot(a, b, allow_tf32=False)
+    acc = other.dot(a, b)                              # not Triton's
+    # tl.dot(a, b) in a comment
+"""
+    assert tf32_dot_lines(source) == [4, 7]
+    assert tf32_dot_lines(b"def (:") == []

@@ -676,6 +676,7 @@ def _run_task(spec, source_dir, seed, limits, worker, hidden, check_source, perf
                 result.summary, result.details = precheck.describe(findings, path.name)
                 return result
         setup = _setup(spec, path, copy, worker)
+        setup["tf32_dot_lines"] = precheck.tf32_dot_lines(data)  # the grader's own reading, for a failure's words
         return _graded(spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start, bars)
 
 
@@ -804,7 +805,7 @@ def _graded(
             if outcome.status == CRASH:  # a GPU whose context is broken runs nothing more
                 break
         if failures:
-            raise _Stop(_failed(spec, result, cases, failures, source_dir, seed))
+            raise _Stop(_failed(spec, result, cases, failures, source_dir, seed, setup.get("tf32_dot_lines", ())))
         notes = []
         if spec.probe is not None:
             phase = "the task's checks on your kernels"
@@ -1183,7 +1184,7 @@ def _ended(result: TaskResult, phase: str, how: str) -> TaskResult:
     return result
 
 
-def _failed(spec, result: TaskResult, cases, failures, source_dir: Path, seed: int) -> TaskResult:
+def _failed(spec, result: TaskResult, cases, failures, source_dir: Path, seed: int, tf32_lines=()) -> TaskResult:
     # the first failure, unless a later one names the mistake (a 1-element case rarely can)
     index, case, outcome = next((f for f in failures if f[2].diagnosed), failures[0])
     result.status = CRASH if failures[0][2].status == CRASH else FAIL
@@ -1196,4 +1197,12 @@ def _failed(spec, result: TaskResult, cases, failures, source_dir: Path, seed: i
         *outcome.details,
         f"reproduce: {reproduce_line(spec.name, source_dir, seed)}",
     ]
+    values_wrong = [c for _, c, o in failures if not o.raised and o.status != CRASH]
+    if tf32_lines and values_wrong and all(str(c.dtype) == "torch.float32" for c in values_wrong):
+        where = ", ".join(map(str, tf32_lines))
+        result.summary += (
+            f"; only float32 cases fail, and tl.dot (line{'s' * (len(tf32_lines) > 1)} {where}) gives no "
+            "input_precision: Triton then "
+            'multiplies float32 in TF32, 10 bits of each input kept. Pass input_precision="ieee"'
+        )
     return result

@@ -1231,3 +1231,23 @@ def describe(findings: list[Finding], filename) -> tuple[str, list[str]]:
     summary = f"the task file uses what the grader does not allow: {name} line {first.line}: {first.code}"
     details = [line for f in findings for line in (f"{name}:{f.line}: {f.code}", f"    {f.message}")]
     return summary, details
+
+
+def tf32_dot_lines(data: bytes) -> list[int]:
+    """The lines of the file's ``tl.dot`` calls that give no ``input_precision`` (nor the older
+    ``allow_tf32``): on float32 inputs Triton multiplies those in TF32 on a GPU (and course_lib's
+    interpreter as the GPU does). Only to explain a float32 case's failure; [] where it does not parse."""
+    try:
+        with _RECURSION:
+            tree = ast.parse(_decode(data))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the check and the import report those
+        return []
+    modules = _imported_names(tree)
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or _resolve_chain(node.func, modules) != "triton.language.dot":
+            continue
+        given = {k.arg for k in node.keywords}
+        if len(node.args) < 4 and not given & {"input_precision", "allow_tf32", None}:
+            lines.append(node.lineno)
+    return sorted(set(lines))

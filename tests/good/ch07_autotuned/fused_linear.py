@@ -38,7 +38,7 @@ def linear_gelu_kernel(
         b_mask = (cols[None, :] < N) & (ks[:, None] < K)
         a = tl.load(x_ptr + rows[:, None] * sxm + ks[None, :] * sxk, mask=a_mask, other=0.0)
         b = tl.load(w_ptr + cols[None, :] * swn + ks[:, None] * swk, mask=b_mask, other=0.0)
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(a, b, acc, input_precision="ieee")  # float32 multiplied exactly, not in TF32
     bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
     u = acc + bias[None, :]
     inner = 0.7978845608028654 * (u + 0.044715 * u * u * u)
