@@ -91,17 +91,33 @@ def _outside_launch(fn, w: Watch):
     return call
 
 
-def running_program() -> tuple[int | None, list[int] | None]:
-    """In the interpreter: the running program's number in launch order (x slowest, z fastest) and the
-    grid; (None, None) where the interpreter does not say."""
+def running_program_index() -> tuple[tuple[int, int, int] | None, list[int] | None]:
+    """In the interpreter: the running program's (x, y, z) and the grid; (None, None) where the
+    interpreter does not say."""
     from triton.runtime import interpreter
 
     builder = getattr(interpreter, "interpreter_builder", None)
     index, dims = getattr(builder, "grid_idx", None), getattr(builder, "grid_dim", None)
     if index is None or dims is None:
         return None, None
+    return tuple(int(i) for i in index), [int(d) for d in dims]
+
+
+def running_program() -> tuple[int | None, list[int] | None]:
+    """In the interpreter: the running program's number in the interpreter's launch order (x slowest,
+    z fastest) and the grid; (None, None) where the interpreter does not say."""
+    index, dims = running_program_index()
+    if index is None:
+        return None, None
     (x, y, z), (_, gy, gz) = index, dims
-    return (int(x) * int(gy) + int(y)) * int(gz) + int(z), [int(d) for d in dims]
+    return (x * gy + y) * gz + z, dims
+
+
+def gpu_start_order(index: tuple[int, int, int], dims: list[int]) -> int:
+    """The program's place in the order a GPU starts a grid's programs: program_id(0) fastest, then
+    program_id(1), then program_id(2) (CUDA's blockIdx.x, y, z), the other way round from the interpreter."""
+    (x, y, z), (gx, gy, _) = index, dims
+    return x + gx * (y + gy * z)
 
 
 # Called with (kernel, positional arguments, keyword arguments) just before each launch of a kernel

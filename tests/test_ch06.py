@@ -74,6 +74,12 @@ WRONG_SUBMISSIONS = {
     "ch06_blocks_down_columns": (GROUPED, ("all 13 cases are right", "the tiles that run together do not share "
                                            "their rows of a and columns of b", "(at most 86% needed)"),
                                  lambda c: False),
+    # a 2-D grid (tile-rows, tile-columns) taken straight from the ids: a GPU starts program_id(0) fastest,
+    # so column by column; the advice is the grid's, not GROUP_M's
+    "ch06_grid_2d_plain": (GROUPED, ("all 13 cases are right", "programs are numbered column by column",
+                                     "judged in the order a GPU starts them, tl.program_id(0) fastest",
+                                     "pid = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)"),
+                           lambda c: False),
     # 128-row tiles in groups of 8: only the 3 tile-rows of the large cases make a group shorter than 8
     "ch06_full_last_group": (GROUPED, ("were never written",),
                              lambda c: c.label == "large"),
@@ -100,6 +106,8 @@ GOOD_SUBMISSIONS = {
     "ch06_serpentine": "grouped order: groups of 8 tile-rows, walked as a serpentine",
     # groups of 16 tile-rows: column by column on the probe's 10 tile-rows, groups on a taller output
     "ch06_group_16": "grouped order: groups of 16 tile-rows, as tall as the probe or taller",
+    # a 2-D grid whose kernel numbers its programs as a GPU starts them, then groups: refused until 2026-12-05
+    "ch06_grid_2d": "judged in the order a GPU starts them",
 }
 
 
@@ -339,9 +347,20 @@ def test_judge_rejects_column_groups_as_wide_as_the_output():
     assert not ok and summary.startswith("programs are numbered row by row")
 
 
-def test_judge_rejects_a_two_dimensional_grid():
-    [(ok, summary, _)] = ch06.judge_order(_facts(ch06.grouped_order(19, 5, 1), grid=[19, 5, 1]))
-    assert not ok and "needs a 1-D grid" in summary
+def test_judge_takes_a_two_dimensional_grid_in_the_gpus_start_order():
+    """The programs' numbers are their places in a GPU's start order (program_id(0) fastest); the stores
+    come in the interpreter's order. A grouped order passes whatever the grid's shape, row order fails."""
+    order = ch06.grouped_order(19, 5, 8)
+    gx, gy = 5, 19  # the interpreter runs x slowest: program (x, y) is its x * gy + y'th
+    run = sorted(range(len(order)), key=lambda n: (n % gx) * gy + n // gx)  # GPU numbers in interpreter order
+    facts = _facts([order[n] for n in run], grid=[gx, gy, 1])
+    facts["programs"] = run
+    [(ok, summary, details)] = ch06.judge_order(facts)
+    assert ok and "groups of 8 tile-rows" in summary and "tl.program_id(0) fastest" in details[-1], (summary, details)
+    facts = _facts(ch06.grouped_order(19, 5, 1), grid=[5, 19, 1])
+    facts["programs"] = list(range(len(facts["stores"])))
+    [(ok, summary, details)] = ch06.judge_order(facts)
+    assert not ok and "row by row" in summary and "tl.num_programs(0)" in details[-1]
 
 
 def test_judge_rejects_tiles_stored_twice_or_never():
@@ -389,7 +408,7 @@ def test_probe_sees_row_by_row_in_tiled_matmul(monkeypatch, program_numbers):
     """tiled_matmul numbers its programs row by row; without the interpreter's program numbers the
     probe splits launches at tile (0, 0) instead."""
     if not program_numbers:
-        monkeypatch.setattr(ch06, "_program", lambda: (None, None))
+        monkeypatch.setattr(ch06, "_program", lambda: (None, None, None))
     module, entry = _entry(TILED)
     facts = ch06.probe_order(module, entry)
     assert facts["launches"] == 1 and len(facts["stores"]) == 10 * 10  # 128 x 256 tiles (fp16)

@@ -225,11 +225,15 @@ WAVE_SHAPE, WAVE_PROGRAMS = (8192, 8192), 132
 MOST_STRIPS = 0.86
 
 
-def _program() -> tuple[int | None, list[int] | None]:
-    """The running program's number in the interpreter's order (x slowest, z fastest), and the grid."""
-    from ..hooks import running_program
+def _program() -> tuple[int | None, list[int] | None, int | None]:
+    """The running program's number in the interpreter's order (x slowest, z fastest), the grid, and
+    its place in the order a GPU starts the grid's programs (x fastest): the same on a 1-D grid."""
+    from ..hooks import gpu_start_order, running_program, running_program_index
 
-    return running_program()
+    pid, grid = running_program()
+    if pid is None:
+        return None, None, None
+    return pid, grid, gpu_start_order(running_program_index()[0], grid)
 
 
 class _StoreOrder:
@@ -256,15 +260,15 @@ class _StoreOrder:
             return
         offsets = (live - np.uint64(self.base)) // np.uint64(self.itemsize)
         corner = [int((offsets // self.n_cols).min()), int((offsets % self.n_cols).min())]
-        pid, grid = _program()
+        pid, grid, started = _program()
         if pid is None:  # no program number to go by: every launch stores tile (0, 0)
             new_launch = not self.launches or corner == [0, 0]
-        else:
+        else:  # the interpreter runs a launch's programs in its own order: a number that falls is a new launch
             new_launch = self.last_pid is None or pid < self.last_pid
         if new_launch:
             self.launches.append({"kernel": str(kernel), "grid": grid, "stores": [], "programs": []})
         self.launches[-1]["stores"].append(corner)
-        self.launches[-1]["programs"].append(-1 if pid is None else int(pid))
+        self.launches[-1]["programs"].append(-1 if started is None else int(started))  # in the GPU's order
         self.last_pid = pid
 
 
@@ -464,6 +468,34 @@ def _taller_groups(tall: dict | None, block, wave: int, baseline: str):
 
 
 def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
+    """The verdict on probe_order's facts (``_judge_order``). A grid of 2 or 3 dimensions is judged in the
+    order a GPU starts its programs, program_id(0) fastest (the programs' numbers are recorded in that
+    order): a kernel that numbers its tiles from the ids itself is as free to group them as on a 1-D
+    grid, and the details say which order was judged."""
+    verdicts = _judge_order(facts)
+    grid = facts.get("grid") or [1, 1, 1]
+    if facts.get("mode") == runtime.CPU and (int(grid[1]) > 1 or int(grid[2]) > 1):
+        note = (
+            f"The grid {tuple(int(g) for g in grid)} has more than one dimension: its programs are judged in the "
+            "order a GPU starts them, tl.program_id(0) fastest, then tl.program_id(1)."
+        )
+        fix = (
+            "Taken straight from the ids, (pid_m, pid_n) = (program_id(0), program_id(1)) is that order: column "
+            "by column, or row by row the other way round. Number the programs yourself, pid = "
+            "tl.program_id(1) * tl.num_programs(0) + tl.program_id(0) (or launch a 1-D grid), and group from pid."
+        )
+        verdicts = [
+            (
+                ok,
+                summary,
+                [*details, note] if ok else [d for d in details if not d.startswith("Groups as tall")] + [note, fix],
+            )
+            for ok, summary, details in verdicts
+        ]
+    return verdicts
+
+
+def _judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
     """In the grader's process: do the tiles that run together share their rows of a and columns of b?"""
     if facts.get("mode") == runtime.GPU:
         return [
@@ -481,20 +513,6 @@ def judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
     where = f"a {M} x {N} output (K = {PROBE_SHAPE[2]})"
     if not stores:
         return [(False, f"no program stored into out when the launcher ran on {where}", [])]
-    grid = facts.get("grid")
-    if grid and (int(grid[1]) > 1 or int(grid[2]) > 1):
-        return [
-            (
-                False,
-                f"the grid has {sum(int(g) > 1 for g in grid)} dimensions {tuple(int(g) for g in grid)}: the "
-                "grouped order needs a 1-D grid",
-                [
-                    "Programs start in the order of their number; on a 2-D grid that order is fixed by the grid",
-                    "(row by row, or column by column), not by you. Launch cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)",
-                    "programs on a 1-D grid and compute (pid_m, pid_n) from tl.program_id(0).",
-                ],
-            )
-        ]
     tiles, row_starts, col_starts = _tiles(stores)
     n_rows, n_cols = len(row_starts), len(col_starts)
     block = (row_starts[1] if n_rows > 1 else M, col_starts[1] if n_cols > 1 else N)
@@ -628,8 +646,9 @@ register(
             "Autotune: wrap the kernel in triton.autotune(configs=[triton.Config({'BLOCK_M': 128, "
             "'BLOCK_N': 256, 'BLOCK_K': 64, 'GROUP_M': 8}, num_warps=8, num_stages=3), ...], key=['M', 'N', "
             "'K']) and let the grid follow the chosen config: grid = lambda meta: (triton.cdiv(M, "
-            "meta['BLOCK_M']) * triton.cdiv(N, meta['BLOCK_N']),). Keep the grid 1-D: in CPU mode the "
-            "grader records the order in which your programs store their tiles.",
+            "meta['BLOCK_M']) * triton.cdiv(N, meta['BLOCK_N']),). A 1-D grid is simplest: on a grid of more "
+            "dimensions a GPU starts the programs tl.program_id(0) fastest, and that order is what is judged "
+            "(in CPU mode the grader records which tile each program stores).",
         ],
     )
 )
