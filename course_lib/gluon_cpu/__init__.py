@@ -128,6 +128,19 @@ def _static_range(*args):
     return _range(*args)
 
 
+class StaticAssertionFailed(AssertionError):
+    """gl.static_assert(False, ...): compiled Triton refuses the kernel with the same words."""
+
+
+def _static_assert(condition, message="", *_, **__):
+    if not bool(getattr(condition, "value", condition)):
+        raise StaticAssertionFailed(f"static_assert failed: {getattr(message, 'value', message)}")
+
+
+def _static_print(*args, **__):
+    print(*(getattr(a, "value", a) for a in args))
+
+
 class _Namespace(types.SimpleNamespace):
     """A module as the kernel sees it: this package's functions, else the real module's classes, dtypes
     and layouts; a function not simulated raises NotSimulated when called, naming it."""
@@ -155,6 +168,7 @@ _FUNCTIONS = {
     # gl
     "program_id": _program_id, "num_programs": _num_programs, "cdiv": _cdiv, "minimum": _minimum,
     "maximum": _maximum, "zeros": _zeros, "full": _full, "static_range": _static_range,
+    "static_assert": _static_assert, "static_print": _static_print,
     "allocate_shared_memory": L.allocate_shared_memory, "warp_specialize": _warp_specialize,
     "load": L.load, "store": L.store, "arange": _arange,
     # hopper
@@ -180,7 +194,8 @@ def _namespaces() -> dict:
     shims = {
         id(gl): _Namespace(gl, "gl", constexpr=lambda x: x, **pick(
             "program_id", "num_programs", "cdiv", "minimum", "maximum", "zeros", "full", "static_range",
-            "allocate_shared_memory", "warp_specialize", "load", "store", "arange")),
+            "static_assert", "static_print", "allocate_shared_memory", "warp_specialize", "load", "store",
+            "arange")),
         id(mbarrier): _Namespace(mbarrier, "mbarrier", **pick("init", "wait", "arrive", "expect", "invalidate")),
         id(tma): _Namespace(tma, "tma", **pick(
             "async_copy_global_to_shared", "async_load", "async_copy_shared_to_global", "async_store",
@@ -294,9 +309,10 @@ def simulate(kernel, args: tuple, kwargs: dict, seed: int = 0, event_weight: flo
 
 
 @contextlib.contextmanager
-def launches_simulated(seed: int = 0, event_weight: float = 1.0):
+def launches_simulated(seed: int = 0, event_weight: float = 1.0, record: list | None = None):
     """While this block runs, every launch of a Gluon kernel runs on the CPU (``simulate``) instead of
-    compiling for a GPU. Other kernels launch as usual."""
+    compiling for a GPU. Other kernels launch as usual. ``record``: a list that gets, for each launch,
+    (the kernel's name, its programs' schedulers), whose ``trace`` notebook 09 draws."""
     from .. import hooks
 
     hooks.install()
@@ -304,7 +320,9 @@ def launches_simulated(seed: int = 0, event_weight: float = 1.0):
     def listener(kernel, args, kwargs):
         if type(kernel).__name__ != "GluonJITFunction":
             return None
-        simulate(kernel, args, kwargs, seed=seed, event_weight=event_weight)
+        programs = simulate(kernel, args, kwargs, seed=seed, event_weight=event_weight)
+        if record is not None:
+            record.append((getattr(kernel.fn, "__name__", "kernel"), programs))
         return hooks.SKIP
 
     hooks.launch_listeners.append(listener)

@@ -615,8 +615,8 @@ def _check_landed(program: Program, memory: SharedMemory, reader: str) -> None:
         target = getattr(e, "writes", None)
         if target is not None and target.overlaps(memory):
             raise ProtocolError(
-                f"{reader} in {program.partition_name()} read {memory.where()} while {e.what} into it was "
-                f"still in flight: wait on its barrier ({e.barrier.name}) for the phase of this round first"
+                f"{reader} in {program.partition_name()} read {memory.where()} while {e.what} was still in "
+                f"flight: wait on its barrier ({e.barrier.name}) for the phase of this round first"
             )
 
 
@@ -646,7 +646,8 @@ def tma_load(desc, coord, barrier, result, pred=True, **_):
     who = program.partition_name()
     _check_free(program, result, f"a TMA copy of {_desc_name(desc)}")
     coord = [int(c) for c in coord]
-    what = f"the TMA copy of {_desc_name(desc)} at {coord} into {result.where()} (by {who})"
+    phase = f"for phase {b.completed} of {b.name}"
+    what = f"the TMA copy of {_desc_name(desc)} at {coord} into {result.where()} (by {who}, {phase})"
 
     def land():
         result.data.copy_(desc.read(coord).to(result.data.dtype))

@@ -63,6 +63,9 @@ class Scheduler:
         self.steps = 0
         self.steps_limit = steps_limit
         self.log: list[tuple[int, str, str]] = []  # (step, partition or "event", what)
+        # (step, partition, "turn" | "wait" | "resume", what): the partitions' turns, and each wait on a
+        # barrier that did not pass at once, from the step it began to the step its partition ran again
+        self.trace: list[tuple[int, str, str, str]] = []
 
     # ---------------------------------------------------------------------------------- partitions
 
@@ -127,6 +130,9 @@ class Scheduler:
                 self.log.append((self.steps, "event", choice.what))
                 choice.fire()
                 continue
+            if choice.ready is not None:
+                self.trace.append((self.steps, choice.name, "resume", ""))
+            self.trace.append((self.steps, choice.name, "turn", ""))
             choice.ready, choice.waiting_on = None, ""
             with self._cv:
                 self._turn = choice
@@ -171,6 +177,11 @@ class Scheduler:
         if p is None:
             self._drain(ready, waiting_on)
             return
+        if ready is not None and not ready():
+            said = waiting_on() if callable(waiting_on) else waiting_on
+            self.trace.append((self.steps, p.name, "wait", said.split(" for parity")[0]))
+        else:
+            ready = None  # passes at once: no wait to record, the partition only gives the turn back
         p.ready, p.waiting_on = ready, waiting_on
         with self._cv:
             self._turn = self

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 
-from .result import CRASH, FAIL, TODO
+from .result import CRASH, FAIL, NEEDS_GPU, TODO
 from .shared import DTYPES
 
 MAX_TEXT = 20_000  # characters in one message or detail line
 MAX_ITEMS = 400  # entries in one list (launches, detail lines, names)
-STATUSES = (FAIL, TODO, CRASH)
+STATUSES = (FAIL, TODO, CRASH, NEEDS_GPU)  # NEEDS_GPU: a Gluon construct CPU mode's simulator does not run
 
 
 class Unreadable(ValueError):

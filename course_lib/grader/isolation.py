@@ -693,6 +693,7 @@ def _setup(spec: tasks.TaskSpec, path: Path, copy: Path, worker: Worker) -> dict
         "memory_bytes": CPU_MEMORY_BYTES if worker.mode == runtime.CPU else None,
         "nice": worker.nice,
         "threads": worker.env.get("OMP_NUM_THREADS"),
+        "simulated": spec.simulated and worker.mode == runtime.CPU,
     }
 
 
@@ -792,6 +793,9 @@ def _graded(
             if outcome.ok:
                 result.cases_passed += 1
                 continue
+            if outcome.status == NEEDS_GPU and not failures:  # a construct CPU mode's simulator does not run
+                result.status, result.summary, result.details = NEEDS_GPU, outcome.summary, list(outcome.details)
+                raise _Stop(result)
             if outcome.status == TODO:
                 if not failures:  # nothing wrong so far: the task is simply unfinished
                     result.status, result.summary = TODO, outcome.summary
@@ -837,6 +841,12 @@ def _graded(
         result.status = PASS
         result.summary = f"{len(cases)} cases ({_dtype_list(cases)}) passed in {time.perf_counter() - start:.1f} s"
         result.details = list(notes)
+        if spec.simulated and not gpu:
+            result.details.append(
+                "the cases ran in course_lib's Gluon simulator (CPU mode): the values, and the barrier protocol "
+                "under seeded orders of the partitions, the TMA copies and the wgmmas; its speed is graded on a "
+                "Hopper GPU"
+            )
         if perf and gpu and spec.timed_case() is not None:
             phase = "timing your kernel"
             passed = (result.summary, list(result.details))
@@ -1129,6 +1139,8 @@ def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=Non
     prepared = case_tools.prepare(spec, case, case_seed)
     with SharedCase(prepared.tensors) as shared:
         message = {"kind": "case", "shared": shared.message, "order": prepared.order, "values": prepared.values}
+        if spec.simulated:  # CPU mode's Gluon simulator: events as often as partitions, or as late as can be
+            message["simulation"] = {"seed": case_seed, "event_weight": 1.0 if case_seed % 2 == 0 else 0.0}
         # a returned tensor is the size of the case's tensors, give or take padding: never more than this
         most = 16 * shared.nbytes + (1 << 20)
         made = time.perf_counter()

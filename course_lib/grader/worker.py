@@ -83,6 +83,15 @@ def _returned(t, inputs: dict, meta: dict) -> bytes:
     return data
 
 
+def _simulated(simulation: dict | None):
+    """Gluon launches run in course_lib.gluon_cpu with the grader's seed and order of events, or nothing."""
+    if not simulation:
+        return contextlib.nullcontext()
+    from .. import gluon_cpu
+
+    return gluon_cpu.launches_simulated(seed=int(simulation["seed"]), event_weight=float(simulation["event_weight"]))
+
+
 def _launch_summary(launches: list[str]) -> tuple[list[str], int]:
     """Each kernel launched, named once in launch order (at most 100), and how many launches in all."""
     return list(dict.fromkeys(launches))[:100], len(launches)
@@ -117,6 +126,10 @@ def _explain(e: BaseException, path: Path) -> dict:
     for exc in links:
         if isinstance(exc, TorchComputeInLauncher):
             return said("fail", "torch compute in the launcher: " + str(exc))
+    for exc in links:  # course_lib.gluon_cpu, CPU mode's run of a Gluon kernel
+        said_by_simulator = _simulator_says(exc, said, where)
+        if said_by_simulator is not None:
+            return said_by_simulator
     compile_errors = [exc for exc in links if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure")]
     if compile_errors:
         # the innermost one points at the learner's line (a jit function calling another wraps its error)
@@ -144,6 +157,46 @@ def _explain(e: BaseException, path: Path) -> dict:
     if type(e).__name__ == "InterpreterError" and root is not e:
         return said("fail", f"the kernel raised {type(root).__name__} in the interpreter: {root}", where)
     return said("fail", f"the launcher raised {type(e).__name__}: {e}", where)
+
+
+def _simulator_says(exc: BaseException, said, where: list[str]) -> dict | None:
+    """What course_lib.gluon_cpu found, as the grader says it; None for any other exception."""
+    from .. import gluon_cpu
+
+    if isinstance(exc, gluon_cpu.Deadlock):
+        return said(
+            "fail",
+            "the kernel deadlocks: every partition waits on a barrier phase that nothing will complete",
+            [
+                f"Who waits on what: {exc}",
+                "On a GPU this kernel hangs. CPU mode ran it in course_lib's Gluon simulator, the partitions "
+                "taking turns in a seeded order: check each wait's phase parity (it flips every time the ring "
+                "wraps round) and that every barrier waited on is arrived at, or its bytes expected and brought.",
+                *where,
+            ],
+        )
+    if isinstance(exc, gluon_cpu.ProtocolError):
+        return said(
+            "fail",
+            f"the asynchronous protocol is broken: {str(exc).splitlines()[0]}",
+            [
+                *str(exc).splitlines()[1:],
+                "CPU mode ran the kernel in course_lib's Gluon simulator, where TMA copies land and wgmmas finish "
+                "late, in a seeded order: on a GPU the same mistake gives wrong values now and then, or a hang.",
+                *where,
+            ],
+        )
+    if isinstance(exc, gluon_cpu.NotSimulated):
+        return said(
+            "needs_gpu",
+            f"CPU mode cannot run this kernel: {str(exc).splitlines()[0]}",
+            [
+                "course_lib's Gluon simulator runs the Gluon API chapters 09 and 10 use, not all of it: grade this "
+                "file on a Hopper GPU (H100, H200).",
+                *where,
+            ],
+        )
+    return None
 
 
 def plain(value, depth: int = 0):
@@ -290,13 +343,16 @@ class _Worker:
         out_views = {k: v for k, v in mapped.tensors.items() if k in outputs}
         allowed = ALLOWED_IN_LAUNCHER - frozenset(self.setup["forbid"])
         torch_task = bool(self.setup.get("torch_task"))
-        flow = hooks.record_flow(inputs, out_views) if not (self.gpu or torch_task) else None
+        # a Gluon task in CPU mode: its kernels run in course_lib.gluon_cpu under the order the grader
+        # names (its reads are no interpreter's: the data-flow rule does not see them)
+        simulation = message.get("simulation") if self.setup.get("simulated") else None
+        flow = hooks.record_flow(inputs, out_views) if not (self.gpu or torch_task or simulation) else None
         guard = contextlib.nullcontext() if torch_task else launcher_torch_guard(allowed, (str(self.path),))
         reply: dict = {"kind": "case_done", "error": None, "launches": [], "flow": None, "returned": None}
         returned = None
         threads = set(threading.enumerate())
         try:
-            with hooks.watch_launches() as watch, guard:
+            with hooks.watch_launches() as watch, guard, _simulated(simulation):
                 if flow is not None:
                     with flow as record:
                         returned = self.entry(**kwargs)

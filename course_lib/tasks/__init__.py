@@ -143,9 +143,13 @@ class TaskSpec:
     torch_task: bool = False
     check_layout: Callable | None = None
     # Hardware the cases need beyond GPU mode: "hopper" (compute capability 9.x: wgmma, TMA, setmaxnreg;
-    # Gluon kernels have no interpreter). Elsewhere only the probe runs (it compiles for sm_90, no GPU
-    # needed) and a task whose probe passes is graded NEEDS_GPU, not PASS.
+    # Gluon kernels have no interpreter). On another GPU only the probe runs (it compiles for sm_90) and
+    # a task whose probe passes is graded NEEDS_GPU, not PASS; in CPU mode too unless ``simulated``.
     needs: str | None = None
+    # Gluon kernels, which Triton's interpreter does not run: in CPU mode their cases run on the CPU in
+    # course_lib.gluon_cpu instead (the worker wraps each call in gluon_cpu.launches_simulated, which
+    # checks the barrier protocol as the kernel runs); ``cases(mode)`` gives shapes small enough there
+    simulated: bool = False
     # When a case's output is wrong: (float64 inputs, output, case) -> a sentence naming a known
     # mistake the output matches (bias per row, the other GELU form, ...), or None.
     diagnose: Callable | None = None
@@ -172,7 +176,9 @@ class TaskSpec:
         """Whether this machine can run the task's cases (see ``needs``)."""
         if self.needs is None:
             return True
-        info = runtime.gpu_info() if mode == runtime.GPU else None
+        if mode == runtime.CPU:
+            return self.simulated
+        info = runtime.gpu_info()
         return info is not None and self.needs == "hopper" and info.capability[0] == 9
 
     def all_cases(self, mode: str, hidden: str | None = None) -> list[Case]:

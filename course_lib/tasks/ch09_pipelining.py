@@ -19,7 +19,7 @@ from collections import Counter
 
 import torch
 
-from .. import barriers, compilation
+from .. import barriers, compilation, runtime
 from . import Case, SpeedTiers, TaskSpec, Tier, register
 from .ch06_matmul import BENCH_CASES as MATMUL_BENCH
 from .ch06_matmul import (
@@ -152,12 +152,13 @@ register(
 
 
 # --------------------------------------------------------------------------------------------------
-# ws_matmul: the warp-specialized GEMM in Gluon, graded on a Hopper GPU
+# ws_matmul: the warp-specialized GEMM in Gluon, graded on a Hopper GPU and in CPU mode
 #
-# Its cases run only where spec.needs allows (a GPU of compute capability 9.x). Everywhere, and after
-# the cases on a GPU, the probe records the launch the learner's launcher makes (CPU tensors: the
-# launch is stopped before it runs), compiles it for sm_90 as it was specialized, and reads the TTGIR
-# and PTX into plain counts; judge_ws_matmul decides here.
+# On a GPU its cases run only where spec.needs allows (compute capability 9.x); in CPU mode they run in
+# course_lib.gluon_cpu (spec.simulated), on the small shapes of WS_CPU_CASES, which checks the barrier
+# protocol as the kernel runs. After the cases, in both modes, the probe records the launch the
+# learner's launcher makes (CPU tensors: the launch is stopped before it runs), compiles it for sm_90
+# as it was specialized, and reads the TTGIR and PTX into plain counts; judge_ws_matmul decides here.
 
 # (M, N, K): K and N multiples of 8 (TMA's 16-byte rows); M anything. 128 x 256 x 64 tiles.
 WS_CASES = [
@@ -175,8 +176,35 @@ WS_PROBE = (1024, 768, 520)  # the launch compiled for the structural checks (CP
 WS_BENCH = [c for c in MATMUL_BENCH if c.shape != (4096, 4096, 4096)]
 
 
+# CPU mode: the cases run in course_lib.gluon_cpu, on shapes it runs in a fraction of a second each that
+# still wrap the ring round its 3 slots within a tile, carry the phases from one tile into the next (fewer
+# programs than tiles: the "programs" a case passes as ``sms``), and have K tails and edge tiles
+WS_CPU_CASES = [
+    ((1, 8, 8), BF16, "tiny", 1),
+    ((77, 136, 40), BF16, "K below one step", 1),
+    ((300, 520, 200), BF16, "ragged edges, several tiles a program", 2),
+    ((129, 264, 456), F16, "K tail, the ring wrapped", 3),
+    ((384, 512, 136), BF16, "phases across tiles", 4),
+]
+
+
 def _ws_cases(mode: str) -> list[Case]:
+    if mode == runtime.CPU:
+        return [Case(shape, dtype, label, params=(("programs", n),)) for shape, dtype, label, n in WS_CPU_CASES]
     return [Case(shape, dtype, label, gpu_only=True) for shape, dtype, label in WS_CASES]
+
+
+def ws_matmul_inputs(case: Case, gen) -> dict:
+    """matmul_inputs, and in CPU mode the persistent grid's programs (``sms``): a few, so that each runs
+    several tiles."""
+    made = matmul_inputs(case, gen)
+    if "programs" in case.options:
+        made["sms"] = int(case.options["programs"])
+    return made
+
+
+def ws_matmul_reference(a, b, sms=None):
+    return matmul_reference(a, b)
 
 
 def probe_ws_matmul(module, entry) -> dict:
@@ -292,8 +320,8 @@ register(
         chapter="09",
         title="A warp-specialized GEMM in Gluon: a TMA producer warp, wgmma consumers (Hopper)",
         entry="ws_matmul",
-        make_inputs=matmul_inputs,
-        reference=matmul_reference,
+        make_inputs=ws_matmul_inputs,
+        reference=ws_matmul_reference,
         cases=_ws_cases,
         tolerance=MATMUL_TOLERANCE,
         bytes_moved=_matmul_bytes,
@@ -302,6 +330,7 @@ register(
         bench_cases=list(WS_BENCH),
         bench_variants=_ws_variants,
         needs="hopper",
+        simulated=True,
         probe="course_lib.tasks.ch09_pipelining:probe_ws_matmul",
         judge=judge_ws_matmul,
         timeout_s=120.0,
@@ -317,8 +346,9 @@ register(
             "After a tile's K loop one wgmma is still running: warpgroup_mma_wait(num_outstanding=0, deps=(acc,)), "
             "then free its slot. Releasing a slot while its wgmma runs lets the producer overwrite the tile under it.",
             "gl.warp_specialize takes a list of (function, argument tuple) pairs, the default partition first, then "
-            "the warps of each worker ([1]) and their registers per thread ([40]). CPU mode compiles your kernel for "
-            "sm_90 and checks its structure; its cases need a Hopper GPU.",
+            "the warps of each worker ([1]) and their registers per thread ([40]). CPU mode runs your cases in the "
+            "course's Gluon simulator (a protocol mistake is named there, with the partition, barrier and slot), "
+            "then compiles your kernel for sm_90 and checks its structure; its speed needs a Hopper GPU.",
         ],
     )
 )

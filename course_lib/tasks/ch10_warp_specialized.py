@@ -3,10 +3,11 @@
 ``ws_compression`` is chapter 09's ws_matmul turned into the capstone's kernel: a persistent,
 warp-specialized GEMM over the batch of candidates (ping-pong consumers in the solution) whose tiles
 start from each candidate's user tile, found by index lookup, and the user GEMM as a first launch
-(the cooperative kernel in the solution). Its cases run only on a Hopper GPU (spec.needs); everywhere
-the probe records the launcher's launches (none of them run), compiles the candidate launch for
-sm_90 and reads its structure, and runs the learner's ``_tile`` as plain Python over a few grids;
-all of it is judged here.
+(the cooperative kernel in the solution). Its cases run on a Hopper GPU (spec.needs), and in CPU mode
+in course_lib.gluon_cpu (spec.simulated: small shapes, the barrier protocol checked as it runs); then,
+everywhere, the probe records the launcher's launches (none of them run), compiles the candidate
+launch for sm_90 and reads its structure, and runs the learner's ``_tile`` as plain Python over a few
+grids; all of it is judged here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 
 import torch
 
-from .. import compilation
+from .. import compilation, runtime
 from . import Case, TaskSpec, output_like, register
 from .ch09_pipelining import judge_ws_matmul, ws_facts
 from .ch10_capstone import (
@@ -25,6 +26,7 @@ from .ch10_capstone import (
     PUBLISHED,
     TWO_ROUNDINGS_TOLERANCE,
     capstone_bytes,
+    capstone_diagnose,
     capstone_flops,
     split_inputs,
 )
@@ -46,7 +48,7 @@ def ws_inputs(case: Case, gen: torch.Generator) -> dict:
     B, _, M, Ku, _, N = case.shape
     base = split_inputs(case, gen)
     w, ku = base["w"], base["ku"]
-    return {
+    made = {
         "w_u": padded(w[:, :ku]),  # (M, Ku), rows 16-byte aligned
         "w_c": padded(w[:, ku:]),  # (M, Kc)
         "e_user": base["e_user"],  # (U, Ku, N)
@@ -54,9 +56,20 @@ def ws_inputs(case: Case, gen: torch.Generator) -> dict:
         "user_of": base["user_of"],  # (B,) int64, sorted
         "out": output_like(case, gen, shape=(B, M, N)),  # (B, M, N)
     }
+    if "programs" in case.options:  # CPU mode: a few persistent programs, each running several tiles
+        made["sms"] = int(case.options["programs"])
+    return made
 
 
-def ws_reference(w_u, w_c, e_user, e_cand, user_of):
+def ws_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
+    """capstone_diagnose on this task's inputs (W split in W_u and W_c): a missing or doubled user part,
+    another candidate's user, the candidate part rounded before the user part was added."""
+    w = torch.cat([inputs["w_u"], inputs["w_c"]], dim=1)
+    split = {**inputs, "w": w, "ku": inputs["w_u"].shape[1]}
+    return capstone_diagnose(split, got, case, TWO_ROUNDINGS_TOLERANCE)
+
+
+def ws_reference(w_u, w_c, e_user, e_cand, user_of, sms=None):
     # read M*(Ku+Kc) + U*Ku*N + B*Kc*N elements and B indices; write B*M*N; 2*M*N*(U*Ku + B*Kc) FLOPs
     user_out = torch.matmul(w_u, e_user)  # (U, M, N): once per user
     return torch.matmul(w_c, e_cand) + user_out[user_of]  # (B, M, N)
@@ -78,7 +91,22 @@ WS_CASES = [
 WS_PROBE = Case((24, 3, 200, 72, 40, 128), BF16, "probe", params=(("counts", (5, 9, 10)),))
 
 
+# CPU mode: the cases run in course_lib.gluon_cpu on small shapes, on 3 programs (``sms``), so that each
+# program runs several tiles of both kernels: edge tiles in M, K tails, users of one and of many candidates
+WS_CPU_CASES = [
+    ((1, 1, 1, 8, 8, 8), BF16, "tiny", ()),
+    ((7, 3, 77, 40, 24, 136), BF16, "ragged", ()),
+    ((9, 2, 130, 200, 72, 264), F16, "K and M tails", ()),
+    ((12, 3, 130, 72, 136, 96), BF16, "several tiles a program", (("counts", (5, 4, 3)),)),
+    ((6, 6, 64, 64, 64, 64), BF16, "a user per candidate", ()),
+]
+
+
 def _ws_cases(mode: str) -> list[Case]:
+    if mode == runtime.CPU:
+        return [
+            Case(shape, dtype, label, params=(*params, ("programs", 3))) for shape, dtype, label, params in WS_CPU_CASES
+        ]
     return [Case(shape, dtype, label, gpu_only=True, params=params) for shape, dtype, label, params in WS_CASES]
 
 
@@ -227,8 +255,10 @@ register(
         bench_variants=lambda case: {"cublas_candidate_k_unpadded": _cublas_candidate},
         partial_variants=("cublas_candidate_k_unpadded",),
         needs="hopper",
+        simulated=True,
         probe="course_lib.tasks.ch10_warp_specialized:probe_ws_compression",
         judge=judge_ws_compression,
+        diagnose=ws_diagnose,
         timeout_s=180.0,
         hints=[
             "The tile number: per_batch = num_pid_m * num_pid_n; b = tile // per_batch; with rest = tile % "
@@ -240,10 +270,10 @@ register(
             "BLOCK_N). mbarrier.expect(bar, u_desc.block_type.nbytes), then tma_load(u_desc, [user, pid_m * "
             "BLOCK_M, pid_n * BLOCK_N], bar, dest): the consumer waits on bar after its main loop and adds dest "
             "to its accumulator. A copy never started, or bytes never expected, leaves that wait hanging.",
-            "What CPU mode can check: at its probe shape the solution's candidate kernel has 5 TMA load sites, 3 "
-            "mbarrier.expect and 7 mbarrier waits in its PTX (the check's PTX line prints your loads and waits). "
-            "A wait on bar inside _copy_user_tile shows as 9 waits; a wrong user or a wrong byte count shows only "
-            "on a Hopper GPU.",
+            "CPU mode runs your cases in the course's Gluon simulator: a wrong user shows in the values, a wrong "
+            "byte count as a deadlock on bar (who waits on what). Then the structure: at its probe shape the "
+            "solution's candidate kernel has 5 TMA load sites, 3 mbarrier.expect and 7 mbarrier waits in its PTX "
+            "(the check's PTX line prints your loads and waits); a wait on bar inside _copy_user_tile shows as 9.",
         ],
     )
 )

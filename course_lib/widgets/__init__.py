@@ -30,6 +30,8 @@ One module per panel; every name is used from here, as ``course_lib.widgets.NAME
 - ``tuning``: ``ConfigRun``, ``run_config``, ``format_run``, ``tuner``;
 - ``charts``: ``comparison_rows``, ``comparison_figure``, ``comparison_chart``;
 - ``pipeline``: ``timeline_text``, ``timeline_figure``, ``pipeline_timeline`` (over ``course_lib.pipeline_sim``).
+- ``gluon_trace``: ``run_traced``, ``trace_text``, ``trace_figure``: a Gluon kernel's run on the CPU
+  (``course_lib.gluon_cpu``), who waited on which barrier and for how many steps.
 
 (No module is named after a function it holds: ``course_lib.widgets.sweep`` is the function.)
 """
@@ -41,6 +43,7 @@ from .. import results, roofline, runtime, timing, traffic
 from ._common import CPU_NO_TIME, VARIANT_ORDER, Picture, picture, shown_images, shown_text
 from .amdahls_law import amdahl, amdahl_calculator, amdahl_text
 from .charts import comparison_chart, comparison_figure, comparison_rows
+from .gluon_trace import run_traced, trace_figure, trace_text
 from .gpu_sweep import sweep, sweep_figure, sweep_table
 from .model import (
     base_case,
@@ -86,11 +89,14 @@ __all__ = [
     "results",
     "roofline",
     "run_config",
+    "run_traced",
     "runtime",
     "shown_images",
     "shown_text",
     "sweep",
     "sweep_figure",
+    "trace_figure",
+    "trace_text",
     "sweep_table",
     "timeline_figure",
     "timeline_text",
