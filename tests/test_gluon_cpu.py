@@ -259,3 +259,48 @@ def test_the_simulator_gives_what_the_h200_gave(name, row):
         assert not got.isnan().any()
         assert script.difference(got, expected) < 2**-7  # bfloat16's rounding, as the other tests
         assert (got == expected).double().mean() > 0.999  # on the H200: 0.99974 to 0.99989 equal
+
+
+# ------------------------------------------------------------- two partitions writing one slot
+
+
+def _two_writers():
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+
+    @gluon.jit
+    def _first(smem, bar, ORDERED: gl.constexpr):
+        layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+        smem.store(gl.full([16, 16], 1.0, gl.float32, layout))
+        if ORDERED:
+            mbarrier.arrive(bar, count=1)  # after the write: whoever waits on bar sees it
+
+    @gluon.jit
+    def _second(smem, bar, ORDERED: gl.constexpr):
+        layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+        if ORDERED:
+            mbarrier.wait(bar, 0)
+        smem.store(gl.full([16, 16], 2.0, gl.float32, layout))
+
+    @gluon.jit
+    def two_writers(out_ptr, ORDERED: gl.constexpr):
+        smem = gl.allocate_shared_memory(gl.float32, [16, 16], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+        bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(bar, count=1)
+        gl.warp_specialize([(_first, (smem, bar, ORDERED)), (_second, (smem, bar, ORDERED))], [1], [40])
+        mbarrier.invalidate(bar)
+
+    return two_writers
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_partitions_writing_one_slot_in_no_order_is_named(seed):
+    kernel = _two_writers()
+    with pytest.raises(gluon_cpu.ProtocolError, match="two partitions write one slot in no order") as caught:
+        with gluon_cpu.launches_simulated(seed=seed):
+            kernel[(1,)](torch.zeros(1), ORDERED=False)
+    said = str(caught.value)
+    assert "_first (default partition)" in said and "_second (worker partition 1)" in said, said
+    with gluon_cpu.launches_simulated(seed=seed):  # a barrier orders them: no finding, in any order
+        kernel[(1,)](torch.zeros(1), ORDERED=True)

@@ -11,9 +11,11 @@ scheduler fires them, so a wait that is missing or on the wrong phase shows, and
     with gluon_cpu.launches_simulated(seed=0):
         ws_matmul(a, b, out, sms=2)        # CPU tensors; the launch runs here, on the CPU
 
-What is not there yet (issue 25): the elementwise and reduction ops beyond what chapters 09 and 10's
-kernels need, the rule for two partitions writing one slot unordered, grading with it, and the trace
-for notebook 09's timeline.
+Besides the protocol's own rules it checks that two partitions write one slot of shared memory only in
+an order a barrier gives them (vector clocks carried by the arrives and the waits). The grader runs the
+Gluon tasks' cases here in CPU mode (``TaskSpec.simulated``); each program's scheduler keeps a trace
+that ``course_lib.widgets.gluon_trace`` draws. What is not simulated (the elementwise and reduction ops
+beyond what chapters 09 and 10's kernels need, inline PTX) raises ``NotSimulated``, naming the call.
 """
 
 from __future__ import annotations
@@ -103,16 +105,18 @@ def _warp_specialize(functions_and_args, worker_num_warps, worker_num_regs=None)
     program = L.Program.now()
     (default_fn, default_args), *workers = functions_and_args
     spawned = []
+    here = program.scheduler.current()
     for i, (fn, args) in enumerate(workers):
         name = f"{getattr(fn, '__name__', 'worker')} (worker partition {i + 1})"
         spawned.append(program.scheduler.spawn(name, _in_program(program, fn, args)))
-    here = program.scheduler.current()
+        L.started(program, here, spawned[-1])
     if here is not None:
         here.name = f"{getattr(default_fn, '__name__', 'default')} (default partition)"
     result = default_fn(*default_args)
     program.scheduler.point(
         lambda: all(p.finished for p in spawned), "the worker partitions to end (gl.warp_specialize)"
     )
+    L.joined(program, here, spawned)
     return result
 
 

@@ -349,6 +349,8 @@ class SharedMemory:
     def store(self, value) -> None:
         program = Program.now()
         _check_free(program, self, "a store from registers")
+        me = program.scheduler.current()
+        _check_ordered_write(program, self, me, tick(program), f"a store from registers by {program.partition_name()}")
         self.data.copy_(_value(value).data.to(self.data.dtype))
         _written_by_registers(program, self)
 
@@ -417,6 +419,10 @@ class Barrier:
         self.completed = 0  # phases completed: the current phase's parity is completed & 1
         self.invalid = False
         self.copies: list = []  # TMA copies in flight that arrive here: (what, the phase they were issued in)
+        # happens-before: what the arrivals of the current phase had seen (their partitions' clocks), and
+        # what every completed phase had: a wait that passes sees the latter
+        self.arrived_clock: dict = {}
+        self.done_clock: dict = {}
 
     def index(self, i):
         raise ProtocolError(f"{self.name} is one barrier: it has no .index()")
@@ -438,8 +444,10 @@ class Barrier:
                 )
             self.completed += 1
             self.pending = self.count
+            _join(self.done_clock, self.arrived_clock)
+            self.arrived_clock = {}
 
-    def arrive(self, count: int, who: str) -> None:
+    def arrive(self, count: int, who: str, clock: dict | None = None) -> None:
         self._check("an arrive")
         if count > self.pending:
             raise ProtocolError(
@@ -449,14 +457,15 @@ class Barrier:
                 "on the wrong phase, before the slot is used again?)"
             )
         self.pending -= count
+        _join(self.arrived_clock, clock or {})
         self._maybe_complete()
 
-    def expect(self, nbytes: int, who: str) -> None:
+    def expect(self, nbytes: int, who: str, clock: dict | None = None) -> None:
         self._check("an expect")
         self.tx += nbytes
-        self.arrive(1, who)
+        self.arrive(1, who, clock)
 
-    def landed(self, nbytes: int, what: str) -> None:
+    def landed(self, nbytes: int, what: str, clock: dict | None = None) -> None:
         self._check(f"{what} landing")
         if nbytes > self.tx:
             if self.tx == 0 and self.pending == self.count:
@@ -468,6 +477,7 @@ class Barrier:
                 f"{self.completed}: {why}"
             )
         self.tx -= nbytes
+        _join(self.arrived_clock, clock or {})
         self._maybe_complete()
 
     def passed(self, parity: int) -> bool:
@@ -525,7 +535,7 @@ def mbarrier_expect(bar, nbytes=None, pred=True, **_):
     if not pred:
         return
     program = Program.now()
-    _barrier(bar).expect(int(nbytes), program.partition_name())
+    _barrier(bar).expect(int(nbytes), program.partition_name(), tick(program))
     program.scheduler.point()
 
 
@@ -533,7 +543,7 @@ def mbarrier_arrive(bar, *, count=1, pred=True, **_):
     if not pred:
         return
     program = Program.now()
-    _barrier(bar).arrive(int(count), program.partition_name())
+    _barrier(bar).arrive(int(count), program.partition_name(), tick(program))
     program.scheduler.point()
 
 
@@ -545,6 +555,7 @@ def mbarrier_wait(bar, phase, pred=True, deps=(), **_):
     b._check("a wait")
     parity = int(phase) & 1
     program.scheduler.point(lambda: b.passed(parity), lambda: f"{b.name} for parity {parity} ({b.state()})")
+    _join(clock_of(program), b.done_clock)  # what the completed phases' arrivals had seen, this partition sees
 
 
 # ------------------------------------------------------------------------------------ TMA descriptors
@@ -633,6 +644,65 @@ def _check_free(program: Program, memory: SharedMemory, writer: str) -> None:
                 )
 
 
+# ------------------------------------------------------------- happens-before between the partitions
+#
+# Vector clocks: each partition counts its own barrier operations and shared-memory writes, and knows
+# how far it has seen every other partition's count. An arrive (and an expect, and a TMA copy landing,
+# with its issuer's clock at the issue) hands what the arriving partition has seen to the barrier; a
+# wait that passes hands what the completed phases had seen to the waiter; a worker partition starts
+# with what the program had seen, and the program sees every worker once gl.warp_specialize has
+# joined them. A write is ordered after another partition's write when the writer has seen it.
+
+
+def _join(into: dict, other: dict) -> None:
+    for k, v in other.items():
+        if v > into.get(k, 0):
+            into[k] = v
+
+
+def clock_of(program: Program, partition=None) -> dict:
+    """The clock of ``partition`` (the running one by default): {partition id: count seen}."""
+    partition = partition if partition is not None else program.scheduler.current()
+    clocks = program.__dict__.setdefault("clocks", {})
+    return clocks.setdefault(id(partition), {})
+
+
+def tick(program: Program) -> dict:
+    """Count one operation of the running partition; a snapshot of its clock after it."""
+    me = program.scheduler.current()
+    clock = clock_of(program, me)
+    clock[id(me)] = clock.get(id(me), 0) + 1
+    return dict(clock)
+
+
+def started(program: Program, parent, child) -> None:
+    """``child`` (a worker partition) starts having seen all that ``parent`` has."""
+    _join(clock_of(program, child), clock_of(program, parent))
+
+
+def joined(program: Program, into, partitions) -> None:
+    """``into`` waited for ``partitions`` to end: it has seen all they had."""
+    for p in partitions:
+        _join(clock_of(program, into), clock_of(program, p))
+
+
+def _check_ordered_write(program: Program, memory: SharedMemory, writer, clock: dict, what: str) -> None:
+    """The rule: two partitions write one slot only in an order that a barrier gives them."""
+    writes = program.__dict__.setdefault("writes", {})  # slot key -> (writer id, its count at the write, what)
+    me = id(writer)
+    for key, (other, count, said) in writes.items():
+        if other == me or key[0] != memory.key()[0]:
+            continue
+        n = min(len(key[1]), len(memory.slot))
+        if key[1][:n] == memory.slot[:n] and clock.get(other, 0) < count:
+            raise ProtocolError(
+                f"{what} writes {memory.where()} with nothing ordering it after {said}, of another partition, "
+                "into the same slot: two partitions write one slot in no order (a barrier must order them: the "
+                "first arrives after its write, the second waits on that barrier before its own)"
+            )
+    writes[memory.key()] = (me, clock.get(me, 0), what)
+
+
 def _written_by_registers(program: Program, memory: SharedMemory) -> None:
     program.unfenced = getattr(program, "unfenced", set()) | {memory.key()}
 
@@ -648,11 +718,13 @@ def tma_load(desc, coord, barrier, result, pred=True, **_):
     coord = [int(c) for c in coord]
     phase = f"for phase {b.completed} of {b.name}"
     what = f"the TMA copy of {_desc_name(desc)} at {coord} into {result.where()} (by {who}, {phase})"
+    issuer, issued = program.scheduler.current(), tick(program)  # the copy is ordered after its issue
 
     def land():
+        _check_ordered_write(program, result, issuer, issued, what)
         result.data.copy_(desc.read(coord).to(result.data.dtype))
         b.copies.remove(mine)
-        b.landed(desc.block_type.nbytes, what)
+        b.landed(desc.block_type.nbytes, what, issued)
 
     mine = (what, b.completed)
     b.copies.append(mine)
