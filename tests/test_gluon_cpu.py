@@ -304,3 +304,29 @@ def test_two_partitions_writing_one_slot_in_no_order_is_named(seed):
     assert "_first (default partition)" in said and "_second (worker partition 1)" in said, said
     with gluon_cpu.launches_simulated(seed=seed):  # a barrier orders them: no finding, in any order
         kernel[(1,)](torch.zeros(1), ORDERED=True)
+
+
+def test_elementwise_and_reduction_ops_a_variant_may_use():
+    """convert_layout (layouts are carried), where, exp, sqrt, abs, expand_dims, sum and max: a learner's
+    epilogue written with them runs, and gives torch's values."""
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+
+    @gluon.jit
+    def epilogue(x_ptr, out_ptr, row_ptr):
+        layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+        other: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, 4], [0, 1])
+        rows = gl.expand_dims(gl.arange(0, 8, layout=gl.SliceLayout(1, layout)), 1)
+        cols = gl.expand_dims(gl.arange(0, 16, layout=gl.SliceLayout(0, layout)), 0)
+        x = gl.load(x_ptr + rows * 16 + cols)
+        y = gl.where(x > 0, gl.exp(x), gl.sqrt(gl.abs(x)))
+        y = gl.convert_layout(y, other)
+        gl.store(out_ptr + rows * 16 + cols, gl.convert_layout(y, layout))
+        gl.store(row_ptr + gl.arange(0, 8, layout=gl.SliceLayout(1, layout)), gl.sum(y, axis=1) + gl.max(y, axis=1))
+
+    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(0))
+    out, row = torch.empty(8, 16), torch.empty(8)
+    with gluon_cpu.launches_simulated():
+        epilogue[(1,)](x, out, row)
+    y = torch.where(x > 0, x.exp(), x.abs().sqrt())
+    assert torch.allclose(out, y) and torch.allclose(row, y.sum(1) + y.amax(1))

@@ -1,4 +1,4 @@
-"""Gluon kernels run on the CPU, their asynchronous protocol checked as they run (issue 25, first part).
+"""Gluon kernels run on the CPU, their asynchronous protocol checked as they run (issue 25).
 
 Triton's interpreter does not take ``@gluon.jit`` kernels. This runs one: the kernel's own Python
 function, its globals rebound so that ``gl``, ``mbarrier``, ``tma``, ``warpgroup_mma`` and the rest
@@ -83,6 +83,50 @@ def _arange(start, end, layout=None):
     import torch
 
     return L.Value(torch.arange(int(start), int(end), dtype=torch.int32), layout)
+
+
+def _convert_layout(value, layout, *_, **__):
+    """Layouts are carried, not simulated: the values stay, the layout is the new one's."""
+    return L.Value(_as_tensor(value), layout)
+
+
+def _elementwise(torch_fn):
+    def apply(x, *_, **__):
+        data = _as_tensor(x)
+        result = torch_fn(data.float() if not data.is_floating_point() else data)
+        return L.Value(result.to(data.dtype) if data.is_floating_point() else result, getattr(x, "layout", None))
+
+    return apply
+
+
+def _where(condition, x, y, *_, **__):
+    import torch
+
+    a, b = _as_tensor(x), _as_tensor(y)
+    dtype = a.dtype if isinstance(x, L.Value) else b.dtype
+    return L.Value(torch.where(_as_tensor(condition).bool(), a.to(dtype), b.to(dtype)), getattr(x, "layout", None))
+
+
+def _expand_dims(x, axis, *_, **__):
+    return L.Value(_as_tensor(x).unsqueeze(int(axis)))
+
+
+def _sum(x, axis=None, keep_dims=False, *_, **__):
+    import torch
+
+    data = _as_tensor(x)
+    if axis is None:
+        return L.Value(torch.sum(data))
+    return L.Value(torch.sum(data, int(axis), keepdim=bool(keep_dims)))
+
+
+def _max(x, axis=None, keep_dims=False, *_, **__):
+    import torch
+
+    data = _as_tensor(x)
+    if axis is None:
+        return L.Value(torch.max(data))
+    return L.Value(torch.amax(data, int(axis), keepdim=bool(keep_dims)))
 
 
 def _program_id(axis):
@@ -172,7 +216,9 @@ _FUNCTIONS = {
     # gl
     "program_id": _program_id, "num_programs": _num_programs, "cdiv": _cdiv, "minimum": _minimum,
     "maximum": _maximum, "zeros": _zeros, "full": _full, "static_range": _static_range,
-    "static_assert": _static_assert, "static_print": _static_print,
+    "static_assert": _static_assert, "static_print": _static_print, "convert_layout": _convert_layout,
+    "where": _where, "expand_dims": _expand_dims, "sum": _sum, "max": _max,
+    "exp": None, "exp2": None, "log": None, "sqrt": None, "abs": None,
     "allocate_shared_memory": L.allocate_shared_memory, "warp_specialize": _warp_specialize,
     "load": L.load, "store": L.store, "arange": _arange,
     # hopper
@@ -187,6 +233,17 @@ _FUNCTIONS = {
 }  # fmt: skip
 
 
+def _elementwise_functions() -> None:
+    import torch
+
+    for name, fn in (("exp", torch.exp), ("exp2", torch.exp2), ("log", torch.log), ("sqrt", torch.sqrt),
+                     ("abs", torch.abs)):  # fmt: skip
+        _FUNCTIONS[name] = _elementwise(fn)
+
+
+_elementwise_functions()
+
+
 def _namespaces() -> dict:
     gl = _real_gl()
     from triton.experimental.gluon.language.nvidia import hopper
@@ -199,7 +256,8 @@ def _namespaces() -> dict:
         id(gl): _Namespace(gl, "gl", constexpr=lambda x: x, **pick(
             "program_id", "num_programs", "cdiv", "minimum", "maximum", "zeros", "full", "static_range",
             "static_assert", "static_print", "allocate_shared_memory", "warp_specialize", "load", "store",
-            "arange")),
+            "arange", "convert_layout", "where", "expand_dims", "sum", "max", "exp", "exp2", "log", "sqrt",
+            "abs")),
         id(mbarrier): _Namespace(mbarrier, "mbarrier", **pick("init", "wait", "arrive", "expect", "invalidate")),
         id(tma): _Namespace(tma, "tma", **pick(
             "async_copy_global_to_shared", "async_load", "async_copy_shared_to_global", "async_store",
