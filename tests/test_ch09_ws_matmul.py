@@ -277,3 +277,49 @@ def test_a_compile_error_says_what_the_compiler_said():
     result = grader.grade_task(TASK, source=variant.folder, seed=SEED)
     assert result.status == FAIL and result.summary.endswith("the kernel does not compile"), full_text(result)
     assert any("acc" in line and "type" in line for line in result.details), full_text(result)
+
+
+def test_a_kernel_body_that_computes_with_torch_on_the_host_fails(tmp_path):
+    """In CPU mode the simulator runs a kernel's body as Python in threads of its own, where the
+    launcher's torch guard does not reach: a launcher that hands a "kernel" the host tensors (and
+    launches the honest kernel only at the structural probe's public shape) must still fail."""
+    source = (ROOT / "solutions" / f"{TASK}.py").read_text().replace(
+        "def ws_matmul(a, b, out, sms=None):", "def honest_ws_matmul(a, b, out, sms=None):"
+    )
+    source += (
+        "\n\n@gluon.jit\ndef cheat_kernel(tensors, N_TILES: gl.constexpr):\n"
+        "    tensors[2].copy_(tensors[0] @ tensors[1])\n\n\n"
+        "def ws_matmul(a, b, out, sms=None):\n"
+        "    if a.shape[0] != 1024:  # not the probe's shape\n"
+        "        cheat_kernel[(1,)]((a, b, out), N_TILES=1)\n"
+        "        return out\n"
+        "    return honest_ws_matmul(a, b, out, sms)\n"
+    )
+    (tmp_path / f"{TASK}.py").write_text(source)
+    result = grader.grade_task(TASK, source=tmp_path, seed=SEED)
+    assert result.status == FAIL, full_text(result)
+    said = "case 'tiny' torch compute in the kernel body: the kernel body called torch `matmul`"
+    assert result.summary.startswith(said), full_text(result)
+
+
+def test_what_the_simulator_cannot_run_still_has_its_structure_checked(tmp_path):
+    """A construct the simulator lacks stops the cases, not the structural checks: a kernel with no
+    warp-specialized region fails, inline PTX or not (GPU would exit 0 and read as settled)."""
+    source = (WRONG / "ch09_ws_no_region" / f"{TASK}.py").read_text()
+    assert _INLINE_ASM[0] in source
+    (tmp_path / f"{TASK}.py").write_text(source.replace(*_INLINE_ASM))  # in every tile loop it has
+    result = grader.grade_task(TASK, source=tmp_path, seed=SEED)
+    assert result.status == FAIL and result.summary == "the kernel has no warp-specialized region", full_text(result)
+
+
+def test_a_misused_barrier_is_a_failure_not_a_gap_of_the_simulator(tmp_path):
+    """A wait on the barrier array itself (.index(s) forgotten) would not compile for a GPU: FAIL, with
+    the fix, not "needs a GPU"."""
+    wait = "            mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1)"
+    source = (ROOT / "solutions" / f"{TASK}.py").read_text()
+    assert wait in source
+    (tmp_path / f"{TASK}.py").write_text(source.replace(wait, wait.replace("ready.index(s)", "ready"), 1))
+    result = grader.grade_task(TASK, source=tmp_path, seed=SEED)
+    assert result.status == FAIL, full_text(result)
+    assert "the kernel does what compiled Gluon refuses" in result.summary
+    assert "index the barrier array first (.index(s))" in result.summary

@@ -320,6 +320,7 @@ def test_elementwise_and_reduction_ops_a_variant_may_use():
         cols = gl.expand_dims(gl.arange(0, 16, layout=gl.SliceLayout(0, layout)), 0)
         x = gl.load(x_ptr + rows * 16 + cols)
         y = gl.where(x > 0, gl.exp(x), gl.sqrt(gl.abs(x)))
+        y = gl.where((rows == 3) | ~(cols != 5), 1.0 / y, y)  # ==, != and ~, a number over a tensor
         y = gl.convert_layout(y, other)
         gl.store(out_ptr + rows * 16 + cols, gl.convert_layout(y, layout))
         gl.store(row_ptr + gl.arange(0, 8, layout=gl.SliceLayout(1, layout)), gl.sum(y, axis=1) + gl.max(y, axis=1))
@@ -329,4 +330,6 @@ def test_elementwise_and_reduction_ops_a_variant_may_use():
     with gluon_cpu.launches_simulated():
         epilogue[(1,)](x, out, row)
     y = torch.where(x > 0, x.exp(), x.abs().sqrt())
+    rows, cols = torch.arange(8)[:, None], torch.arange(16)[None, :]
+    y = torch.where((rows == 3) | (cols == 5), 1.0 / y, y)
     assert torch.allclose(out, y) and torch.allclose(row, y.sum(1) + y.amax(1))

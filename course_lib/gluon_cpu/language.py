@@ -26,6 +26,12 @@ class NotSimulated(Exception):
     """A Gluon call the CPU runtime does not implement."""
 
 
+class KernelError(Exception):
+    """The kernel does what compiled Gluon refuses too (a store of a number into shared memory, a wait on
+    a barrier array not indexed, a load through something that is no pointer): a mistake, not a gap of
+    the simulator."""
+
+
 _TORCH = {
     "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64,
     "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64, "int1": torch.bool,
@@ -104,7 +110,7 @@ class Value:
 
     def __index__(self) -> int:
         if self.data.numel() != 1:
-            raise NotSimulated(f"a tensor of shape {tuple(self.data.shape)} used as one number")
+            raise KernelError(f"a tensor of shape {tuple(self.data.shape)} used as one number")
         return int(self.data.item())
 
     __int__ = __index__
@@ -112,10 +118,41 @@ class Value:
     def __bool__(self) -> bool:
         return bool(self.data.item())
 
+    __hash__ = object.__hash__  # __eq__ below is elementwise, as Gluon's
+
     def _op(self, other, fn, reverse=False):
         o = _value(other).data if isinstance(other, (Value, PendingMma)) else other
+        if reverse and not isinstance(o, torch.Tensor):
+            o = torch.tensor(o)  # a Python number: a weak type, the tensor's dtype wins as in Gluon
         result = fn(o, self.data) if reverse else fn(self.data, o)
         return Value(result, self.layout)
+
+    def __eq__(self, o):
+        return self._op(o, torch.eq)
+
+    def __ne__(self, o):
+        return self._op(o, torch.ne)
+
+    def __rtruediv__(self, o):
+        return self._op(o, torch.true_divide, True)
+
+    def __rfloordiv__(self, o):
+        return self._op(o, torch.floor_divide, True)
+
+    def __rmod__(self, o):
+        return self._op(o, torch.remainder, True)
+
+    def __xor__(self, o):
+        return self._op(o, torch.bitwise_xor)
+
+    def __lshift__(self, o):
+        return self._op(o, torch.bitwise_left_shift)
+
+    def __rshift__(self, o):
+        return self._op(o, torch.bitwise_right_shift)
+
+    def __invert__(self):
+        return Value(~self.data, self.layout)
 
     def __add__(self, o):
         return self._op(o, torch.add)
@@ -247,7 +284,7 @@ def _addressed(pointer, mask, what: str):
     """(the pointer's tensor as flat elements, the offsets, the lanes the mask keeps), every kept offset
     inside the tensor, else a ProtocolError naming the offsets."""
     if not isinstance(pointer, Pointer):
-        raise NotSimulated(f"{what} of something that is not a pointer argument plus offsets")
+        raise KernelError(f"{what} of something that is not a pointer argument plus offsets")
     flat, offsets = pointer._where()
     keep = torch.ones_like(offsets, dtype=torch.bool) if mask is None else _value(mask).data.bool()
     bad = keep & ((offsets < 0) | (offsets >= flat.numel()))
@@ -297,7 +334,7 @@ def _value(x) -> Value:
         return x.value()
     if isinstance(x, Value):
         return x
-    raise NotSimulated(f"expected a tensor, got {type(x).__name__}")
+    raise KernelError(f"expected a tensor, got {type(x).__name__}")
 
 
 # ---------------------------------------------------------------------------------------- shared memory
@@ -349,7 +386,7 @@ class SharedMemory:
     def store(self, value) -> None:
         program = Program.now()
         _check_free(program, self, "a store from registers")
-        me = program.scheduler.current()
+        me = id(program.scheduler.current())
         _check_ordered_write(program, self, me, tick(program), f"a store from registers by {program.partition_name()}")
         self.data.copy_(_value(value).data.to(self.data.dtype))
         _written_by_registers(program, self)
@@ -518,7 +555,8 @@ def _barrier(b) -> Barrier:
     if isinstance(b, Barriers) and len(b.items) == 1:
         return b.items[0]
     if not isinstance(b, Barrier):
-        raise NotSimulated(f"expected an mbarrier, got {type(b).__name__}")
+        hint = ": index the barrier array first (.index(s))" if isinstance(b, Barriers) else ""
+        raise KernelError(f"expected one mbarrier, got {getattr(b, 'name', type(b).__name__)}{hint}")
     return b
 
 
@@ -686,21 +724,24 @@ def joined(program: Program, into, partitions) -> None:
         _join(clock_of(program, into), clock_of(program, p))
 
 
-def _check_ordered_write(program: Program, memory: SharedMemory, writer, clock: dict, what: str) -> None:
-    """The rule: two partitions write one slot only in an order that a barrier gives them."""
-    writes = program.__dict__.setdefault("writes", {})  # slot key -> (writer id, its count at the write, what)
-    me = id(writer)
-    for key, (other, count, said) in writes.items():
-        if other == me or key[0] != memory.key()[0]:
+def _check_ordered_write(program: Program, memory: SharedMemory, me, clock: dict, what: str, issuer=None) -> None:
+    """The rule: two writers (partitions, or TMA copies) write one slot only in an order that a barrier
+    gives them. ``me``: the writer's key in the clocks (a partition's id, or a copy's own key); ``issuer``:
+    for a copy, the partition that issued it. Two copies issued by one partition are in their issue order
+    (a slot refilled before its reader is done shows as a read of a copy in flight, or an overwrite under
+    a wgmma); a partition's own store after its copy is not: it must wait on the copy's barrier."""
+    writes = program.__dict__.setdefault("writes", {})  # slot key -> (writer key, count, what, issuer)
+    for key, (other, count, said, by) in writes.items():
+        if other == me or key[0] != memory.key()[0] or (issuer is not None and by == issuer):
             continue
         n = min(len(key[1]), len(memory.slot))
         if key[1][:n] == memory.slot[:n] and clock.get(other, 0) < count:
             raise ProtocolError(
-                f"{what} writes {memory.where()} with nothing ordering it after {said}, of another partition, "
-                "into the same slot: two partitions write one slot in no order (a barrier must order them: the "
-                "first arrives after its write, the second waits on that barrier before its own)"
+                f"{what} writes {memory.where()} with nothing ordering it after {said}, into the same slot: two "
+                "partitions write one slot in no order (a barrier must order them: the first arrives after its "
+                "write, or its copy lands on it, and the second waits on that barrier before its own)"
             )
-    writes[memory.key()] = (me, clock.get(me, 0), what)
+    writes[memory.key()] = (me, clock.get(me, 0), what, issuer)
 
 
 def _written_by_registers(program: Program, memory: SharedMemory) -> None:
@@ -718,13 +759,17 @@ def tma_load(desc, coord, barrier, result, pred=True, **_):
     coord = [int(c) for c in coord]
     phase = f"for phase {b.completed} of {b.name}"
     what = f"the TMA copy of {_desc_name(desc)} at {coord} into {result.where()} (by {who}, {phase})"
-    issuer, issued = program.scheduler.current(), tick(program)  # the copy is ordered after its issue
+    # the copy writes as a writer of its own, ordered after its issue; only a wait on its barrier (or
+    # on one that an arrival made after such a wait) orders another write after the copy's
+    program.copies_issued = getattr(program, "copies_issued", 0) + 1
+    copy = ("copy", program.copies_issued)
+    written, issuer = {**tick(program), copy: 1}, id(program.scheduler.current())
 
     def land():
-        _check_ordered_write(program, result, issuer, issued, what)
+        _check_ordered_write(program, result, copy, written, what, issuer)
         result.data.copy_(desc.read(coord).to(result.data.dtype))
         b.copies.remove(mine)
-        b.landed(desc.block_type.nbytes, what, issued)
+        b.landed(desc.block_type.nbytes, what, written)
 
     mine = (what, b.completed)
     b.copies.append(mine)

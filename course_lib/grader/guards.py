@@ -213,3 +213,42 @@ def launcher_torch_guard(
             return out
 
     return _Guard()
+
+
+def kernel_body_guard(learner_files: tuple[str, ...]):
+    """A torch function mode for the threads in which course_lib.gluon_cpu runs a Gluon kernel's body as
+    Python (CPU mode). The simulator's own torch calls (a load, a wgmma, a value's arithmetic) pass; a
+    torch call made by the learner's code itself (a kernel body reaching a host tensor and multiplying
+    it) raises TorchComputeInLauncher, and stays recorded (``violation``) even if the kernel catches it.
+    The innermost frame that is either the learner's file or the simulator's decides."""
+    from torch.overrides import TorchFunctionMode
+
+    files = frozenset(learner_files)
+    simulator = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gluon_cpu") + os.sep
+
+    class _KernelGuard(TorchFunctionMode):
+        violation: str | None = None
+
+        def refused(self) -> None:
+            """Raise the first refusal again: a kernel that caught it still fails."""
+            if self.violation is not None:
+                raise TorchComputeInLauncher(self.violation)
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            frame = sys._getframe(1)
+            while frame is not None:
+                name = frame.f_code.co_filename
+                if name.startswith(simulator):
+                    break
+                if name in files:
+                    if self.violation is None:
+                        self.violation = (
+                            f"the kernel body called torch `{_short_name(func)}` ({_where_in(learner_files)}): in "
+                            "CPU mode the course's simulator runs a Gluon kernel as Python, and a kernel computes "
+                            "with Gluon's operations (gl.*, warpgroup_mma, ...) on what it loads, never with torch"
+                        )
+                    raise TorchComputeInLauncher(self.violation)
+                frame = frame.f_back
+            return func(*args, **(kwargs or {}))
+
+    return _KernelGuard()

@@ -767,6 +767,7 @@ def _graded(
             result.details = reply["details"]
             raise _Stop(result)
         failures = []
+        unsimulated = None  # the case whose run met what CPU mode's Gluon simulator does not run
         reference_on = "cuda" if gpu and _cuda_here() else None  # the float64 references on this GPU
 
         for i, case in enumerate(cases):
@@ -793,9 +794,14 @@ def _graded(
             if outcome.ok:
                 result.cases_passed += 1
                 continue
-            if outcome.status == NEEDS_GPU and not failures:  # a construct CPU mode's simulator does not run
-                result.status, result.summary, result.details = NEEDS_GPU, outcome.summary, list(outcome.details)
-                raise _Stop(result)
+            if outcome.status == NEEDS_GPU:
+                if spec.simulated and not gpu and not failures:
+                    # a construct CPU mode's simulator does not run: no more cases, but the structural checks
+                    # still run below, and only a kernel that passes them waits for a Hopper GPU
+                    unsimulated = outcome
+                    break
+                # from anywhere else (a GPU worker, a task with no simulator) it is no status a worker may claim
+                outcome = case_tools.Outcome.failed(outcome.summary, list(outcome.details))
             if outcome.status == TODO:
                 if not failures:  # nothing wrong so far: the task is simply unfinished
                     result.status, result.summary = TODO, outcome.summary
@@ -826,11 +832,15 @@ def _graded(
                 problems = [(summary, details) for ok, summary, details in checks if not ok]
                 notes = [line for ok, _, details in checks if ok for line in details]
             if problems:
-                head = f"all {len(cases)} cases are right, but " if cases else ""
+                head = f"all {len(cases)} cases are right, but " if cases and unsimulated is None else ""
                 result.summary = head + problems[0][0]
                 result.failed = "checks"
                 result.details = [line for _, details in problems for line in details]
                 raise _Stop(result)
+        if unsimulated is not None:
+            result.status, result.summary = NEEDS_GPU, unsimulated.summary
+            result.details = list(notes) + list(unsimulated.details)
+            raise _Stop(result)
         if not spec.runs_here(worker.mode):
             result.status = NEEDS_GPU
             result.summary = _needs_summary(spec, worker.mode)
@@ -1210,7 +1220,7 @@ def _failed(spec, result: TaskResult, cases, failures, source_dir: Path, seed: i
         f"reproduce: {reproduce_line(spec.name, source_dir, seed)}",
     ]
     values_wrong = [c for _, c, o in failures if not o.raised and o.status != CRASH]
-    if tf32_lines and values_wrong and all(str(c.dtype) == "torch.float32" for c in values_wrong):
+    if tf32_lines and values_wrong and all(str(c.dtype) == "torch.float32" for _, c, _ in failures):
         where = ", ".join(map(str, tf32_lines))
         result.summary += (
             f"; only float32 cases fail, and tl.dot (line{'s' * (len(tf32_lines) > 1)} {where}) gives no "

@@ -83,13 +83,20 @@ def _returned(t, inputs: dict, meta: dict) -> bytes:
     return data
 
 
-def _simulated(simulation: dict | None):
-    """Gluon launches run in course_lib.gluon_cpu with the grader's seed and order of events, or nothing."""
+def _simulated(simulation: dict | None, path):
+    """Gluon launches run in course_lib.gluon_cpu with the grader's seed and order of events, or nothing.
+    Each partition's thread runs under the kernel-body torch guard: the launcher's guard is the main
+    thread's, and a kernel body reaching a host tensor must not compute with it there."""
     if not simulation:
         return contextlib.nullcontext()
     from .. import gluon_cpu
+    from .guards import kernel_body_guard
 
-    return gluon_cpu.launches_simulated(seed=int(simulation["seed"]), event_weight=float(simulation["event_weight"]))
+    return gluon_cpu.launches_simulated(
+        seed=int(simulation["seed"]),
+        event_weight=float(simulation["event_weight"]),
+        thread_guard=lambda: kernel_body_guard((str(path),)),
+    )
 
 
 def _launch_summary(launches: list[str]) -> tuple[list[str], int]:
@@ -125,7 +132,8 @@ def _explain(e: BaseException, path: Path) -> dict:
             return said("fail", first[0], first[1:] + where)
     for exc in links:
         if isinstance(exc, TorchComputeInLauncher):
-            return said("fail", "torch compute in the launcher: " + str(exc))
+            where_ = "the kernel body" if str(exc).startswith("the kernel body") else "the launcher"
+            return said("fail", f"torch compute in {where_}: " + str(exc))
     for exc in links:  # course_lib.gluon_cpu, CPU mode's run of a Gluon kernel
         said_by_simulator = _simulator_says(exc, said, where)
         if said_by_simulator is not None:
@@ -185,6 +193,12 @@ def _simulator_says(exc: BaseException, said, where: list[str]) -> dict | None:
                 "late, in a seeded order: on a GPU the same mistake gives wrong values now and then, or a hang.",
                 *where,
             ],
+        )
+    if isinstance(exc, gluon_cpu.KernelError):
+        return said(
+            "fail",
+            f"the kernel does what compiled Gluon refuses: {str(exc).splitlines()[0]}",
+            ["CPU mode ran the kernel in course_lib's Gluon simulator; for a GPU it would not compile.", *where],
         )
     if isinstance(exc, gluon_cpu.NotSimulated):
         return said(
@@ -352,7 +366,7 @@ class _Worker:
         returned = None
         threads = set(threading.enumerate())
         try:
-            with hooks.watch_launches() as watch, guard, _simulated(simulation):
+            with hooks.watch_launches() as watch, guard, _simulated(simulation, self.path):
                 if flow is not None:
                     with flow as record:
                         returned = self.entry(**kwargs)
