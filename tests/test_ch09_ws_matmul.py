@@ -283,8 +283,10 @@ def test_a_kernel_body_that_computes_with_torch_on_the_host_fails(tmp_path):
     """In CPU mode the simulator runs a kernel's body as Python in threads of its own, where the
     launcher's torch guard does not reach: a launcher that hands a "kernel" the host tensors (and
     launches the honest kernel only at the structural probe's public shape) must still fail."""
-    source = (ROOT / "solutions" / f"{TASK}.py").read_text().replace(
-        "def ws_matmul(a, b, out, sms=None):", "def honest_ws_matmul(a, b, out, sms=None):"
+    source = (
+        (ROOT / "solutions" / f"{TASK}.py")
+        .read_text()
+        .replace("def ws_matmul(a, b, out, sms=None):", "def honest_ws_matmul(a, b, out, sms=None):")
     )
     source += (
         "\n\n@gluon.jit\ndef cheat_kernel(tensors, N_TILES: gl.constexpr):\n"
