@@ -108,6 +108,8 @@ GOOD_SUBMISSIONS = {
     "ch06_group_16": "grouped order: groups of 16 tile-rows, as tall as the probe or taller",
     # a 2-D grid whose kernel numbers its programs as a GPU starts them, then groups: refused until 2026-12-05
     "ch06_grid_2d": "judged in the order a GPU starts them",
+    # super-tiles of 8 x 8, block by block: the probe's waves are inside one block, so judged at scale
+    "ch06_super_tiles": "super-tiles of 8 x 8 tiles, taken row by row",
 }
 
 
@@ -330,7 +332,11 @@ def test_judge_accepts_an_order_that_keeps_the_strips_shared():
     order = ch06.grouped_order(10, 19, 4)  # the probe's tiles of 128 x 128
     order[3], order[4] = order[4], order[3]  # no formula of ours, but the tiles running together still share
     [(ok, summary, details)] = ch06.judge_order(_facts(order))
-    assert ok and summary == "programs that run together share strips of a and b", (summary, details)
+    # (groups of 4 tile-rows are also blocks of 4 x 2 tiles, in any order within each: the super-tile judge)
+    assert ok and summary in (
+        "programs that run together share strips of a and b",
+        "programs run in super-tiles of 4 x 2 tiles, taken row by row",
+    ), (summary, details)
 
 
 def test_judge_rejects_an_order_that_scatters_the_tiles():
@@ -414,3 +420,15 @@ def test_probe_sees_row_by_row_in_tiled_matmul(monkeypatch, program_numbers):
     assert facts["launches"] == 1 and len(facts["stores"]) == 10 * 10  # 128 x 256 tiles (fp16)
     [(ok, summary, _)] = ch06.judge_order(facts)
     assert not ok and summary.startswith("programs are numbered row by row")
+
+
+def test_super_tiles_are_judged_at_scale_by_the_blocks_they_use():
+    """Blocks of R x C tiles, block by block: right where a wave at 8192^2 reads fewer strips than the
+    plain orders (8 x 8 row by row, 8 x 2), wrong where the blocks' own order sweeps the width (4 x 4 row
+    by row: as many tile-columns a wave as row order)."""
+    verdicts = {}
+    for rows, cols in ((8, 8), (8, 2), (4, 4)):
+        [(ok, summary, _)] = ch06.judge_order(_facts(ch06.blocked_order(10, 10, rows, cols), block=(128, 256)))
+        verdicts[(rows, cols)] = ok, summary
+    assert verdicts[(8, 8)] == (True, "programs run in super-tiles of 8 x 8 tiles, taken row by row")
+    assert verdicts[(8, 2)][0] and not verdicts[(4, 4)][0], verdicts

@@ -440,6 +440,47 @@ def _family(order: list, n_rows: int, n_cols: int):
     return None
 
 
+def blocked_order(
+    n_row_tiles: int, n_col_tiles: int, rows: int, cols: int, blocks_by_columns: bool = False
+) -> list[tuple[int, int]]:
+    """Super-tiles: blocks of ``rows`` x ``cols`` tiles (clipped at the edges), each walked row by row,
+    the blocks taken row by row (or column by column)."""
+    corners = [(top, left) for top in range(0, n_row_tiles, rows) for left in range(0, n_col_tiles, cols)]
+    if blocks_by_columns:
+        corners.sort(key=lambda corner: (corner[1], corner[0]))
+    order = []
+    for top, left in corners:
+        bottom, right = min(top + rows, n_row_tiles), min(left + cols, n_col_tiles)
+        order += [(r, c) for r in range(top, bottom) for c in range(left, right)]
+    return order
+
+
+def _blocked_family(order: list, n_rows: int, n_cols: int):
+    """(what, make) where the run order goes block by block through blocks of R x C tiles (R, C >= 2 and
+    less than the output's tile-rows and tile-columns, the blocks clipped at the edges): each block's tiles
+    run one after the other, in any order within it, and the blocks run row by row or column by column.
+    ``make`` is that order at any size, each block walked row by row, for the judge at scale."""
+    # blocks as tall or as wide as the probe's output are groups (``_family``), or what the probe cannot tell
+    # from column by column or row by row
+    for rows in range(2, n_rows):
+        for cols in range(2, n_cols):
+            blocks = [(r // rows, c // cols) for r, c in order]
+            runs = [b for i, b in enumerate(blocks) if i == 0 or b != blocks[i - 1]]
+            if len(runs) != len(set(runs)):  # a block whose tiles do not run together
+                continue
+            n_br, n_bc = -(-n_rows // rows), -(-n_cols // cols)
+            by_rows = [(i, j) for i in range(n_br) for j in range(n_bc)]
+            by_cols = [(i, j) for j in range(n_bc) for i in range(n_br)]
+            if runs in (by_rows, by_cols):
+                down = runs != by_rows
+                return (
+                    f"super-tiles of {rows} x {cols} tiles, taken {'column' if down else 'row'} by "
+                    f"{'column' if down else 'row'}",
+                    lambda r, c, rows=rows, cols=cols, down=down: blocked_order(r, c, rows, cols, down),
+                )
+    return None
+
+
 def _taller_groups(tall: dict | None, block, wave: int, baseline: str):
     """A passing check where the taller output shows groups of tile-rows that the probe was too short to
     show, else None."""
@@ -545,6 +586,30 @@ def _judge_order(facts: dict) -> list[tuple[bool, str, list[str]]]:
     row_rows, row_cols = _wave_text(lambda r, c: grouped_order(r, c, 1), block, wave)
     baseline = f"row by row: {row_rows} and {row_cols}"
     family = _family(order, n_rows, n_cols)
+    blocked = _blocked_family(order, n_rows, n_cols) if family is None else None
+    if blocked is not None:
+        # super-tiles: the probe's waves are too short to show them (each is part of one block), so the
+        # order is judged at scale, with the blocks it was seen to use: a wave must read at most
+        # MOST_STRIPS of the strips that the better of row by row and column by column reads there
+        what, make = blocked
+        rows, cols = _wave_text(make, block, wave)
+        n_r, n_c = (-(-size // b) for size, b in zip(WAVE_SHAPE, block))
+        theirs = _strips(make(n_r, n_c), wave, block)
+        best_plain = min(_strips(grouped_order(n_r, n_c, g), wave, block) for g in (1, n_r))
+        if theirs <= MOST_STRIPS * best_plain:
+            return [
+                (
+                    True,
+                    f"programs run in {what}",
+                    [
+                        f"blocked order: {what}, block after block; the first programs cover tiles "
+                        f"{_shown(order, 8)} ({seen})",
+                        f"on an {WAVE_SHAPE[0]} x {WAVE_SHAPE[1]} output a wave of {wave} programs reads about {rows} "
+                        f"tile-rows of a and {cols} tile-columns of b ({baseline}): {theirs / best_plain:.0%} of the "
+                        f"strips of the better plain order (at most {MOST_STRIPS:.0%})",
+                    ],
+                )
+            ]
     if family is not None:
         what, make = family
         rows, cols = _wave_text(make, block, wave)
