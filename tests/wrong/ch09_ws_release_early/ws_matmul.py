@@ -2,9 +2,11 @@
 after it starts the asynchronous wgmma that reads it, not after that wgmma has completed. The producer
 may then copy the next tile into a_bufs[s] and b_bufs[s] while the wgmma still reads them.
 
-On a GPU this is a race: the wgmma is usually done before the copy lands, so most runs come out right
-and the mistake hides (it may pass there). CPU mode runs the kernel in course_lib's Gluon simulator,
-where wgmmas finish late in some of the seeded orders, and names the overwrite."""
+On a GPU this is a race: the wgmma is usually done before the copy lands, so most elements come out
+right. On the H200 (2026-12-05, results/grader_h200/speed_2026-12-05/late) it failed the 'ragged edges'
+case with 758 of 1,000,000 elements wrong; a smaller case can pass. CPU mode runs the kernel in
+course_lib's Gluon simulator, where wgmmas finish late in some of the seeded orders, and names the
+overwrite: the slot, the partition and the wgmma still reading it."""
 
 import torch
 import triton
