@@ -181,6 +181,66 @@ def _install_bf16_dot_fix(builder_cls) -> None:
     builder_cls._course_bf16_dot = True
 
 
+def _install_tree_reduce(interp) -> None:
+    """tl.reduce with a combine function of the learner's own: Triton's interpreter (3.6 to 3.9) calls
+    it once per element, with scalars (a Welford layernorm's cases took some 137 s, past every time
+    limit). Compiled Triton reduces as a tree within and across threads; this combines whole halves of
+    the reduced axis at once, log2(n) calls on arrays, the same function on the same values in another
+    associative order (a combine function must be associative for a GPU's reduction too)."""
+    cls = getattr(interp, "ReduceOps", None)
+    original = getattr(cls, "generic_reduce", None)
+    if original is None or getattr(original, "_course_tree", False):
+        return
+    import triton.language as tl
+
+    def generic_reduce(self, input):
+        try:
+            return _tree_reduce(self, input, tl)
+        except Exception:  # a combine function that is not elementwise: Triton's own element-by-element loop
+            return original(self, input)
+
+    generic_reduce._course_tree = True
+    cls.generic_reduce = generic_reduce
+
+
+def _tree_reduce(ops, input, tl):
+    original_axis = ops.axis
+    input, axis = ops.unravel(input, ops.axis)
+    dtypes = [arg.dtype for arg in input]
+    arrays = [np.moveaxis(np.asarray(arg.handle.data), axis, 0) for arg in input]
+    shape = arrays[0].shape
+    if shape[0] == 0:
+        raise ValueError("nothing to reduce")
+    while arrays[0].shape[0] > 1:
+        n = arrays[0].shape[0]
+        half = n // 2
+        lo = [ops.to_tensor(np.ascontiguousarray(a[:half]), dt) for a, dt in zip(arrays, dtypes)]
+        hi = [ops.to_tensor(np.ascontiguousarray(a[half : 2 * half]), dt) for a, dt in zip(arrays, dtypes)]
+        got = ops.combine_fn.fn(*lo, *hi)
+        got = got if isinstance(got, tuple) else (got,)
+        if len(got) != len(arrays):
+            raise ValueError("a combine function returning another number of values")
+        merged = []
+        for value, a in zip(got, arrays):
+            data = value.handle.data if isinstance(value, tl.core.tensor) else value
+            data = np.broadcast_to(np.asarray(data), a[:half].shape).astype(a.dtype)
+            merged.append(np.concatenate([data, a[2 * half :]]) if n % 2 else data)
+        arrays = merged
+    out = []
+    for j, a in enumerate(arrays):
+        data = np.asarray(a[0])  # a 0-d array where the output is one number, as Triton's loop makes it
+        if ops.keep_dims:
+            if original_axis is not None:
+                data = np.expand_dims(data, axis)
+            else:
+                for _ in range(len(shape)):
+                    data = np.expand_dims(data, 0)
+        elif original_axis is None:
+            data = data.item()
+        out.append(ops.to_tensor(data, dtypes[j]))
+    return out
+
+
 def _install_clean_globals(interp) -> None:
     """Stop Triton's interpreter from planting its own ``__file__`` (and other dunder names) in the
     namespace of the module that defines a kernel.
@@ -521,6 +581,7 @@ def install() -> None:
     _install_bf16_arith_fix(interp.InterpreterBuilder)
     _install_interpreter_autotune()
     _install_clean_globals(interp)
+    _install_tree_reduce(interp)
     _install_libdevice(interp)
     _install_kernel_scalars(interp)
     _install_device_call_restore(interp)

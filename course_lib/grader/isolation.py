@@ -1191,7 +1191,7 @@ def _hung(result: TaskResult, phase: str, waited: float, limits: Limits, whole_t
     result.details = [
         f"time limits: {limits.describe()}",
         "A right kernel far slower than the course's solution ends here too (in CPU mode, a construct the "
-        "interpreter runs slowly, such as a custom tl.reduce combine function): `check --timeout SECONDS` "
+        "interpreter runs slowly, such as a loop of many small steps per program): `check --timeout SECONDS` "
         "gives it longer.",
     ]
     return result
