@@ -83,7 +83,27 @@ def _returned(t, inputs: dict, meta: dict) -> bytes:
     return data
 
 
-def _simulated(simulation: dict | None, path):
+def _unspecialized(runs: list, launches: list[str]) -> dict | None:
+    """A Gluon task's case in CPU mode: some launch of it must be a Gluon kernel that split its warps with
+    gl.warp_specialize as it ran. The structural checks read one launch, at a public shape; this is every
+    case's own run, so a launcher cannot keep its warp-specialized kernel for the probe alone. None when
+    it is so."""
+    if any(getattr(p, "warp_specialized", False) for _, programs in runs for p in programs):
+        return None
+    ran = ", ".join(f"`{name}`" for name, _ in runs) or "no Gluon kernel"
+    return {
+        "status": "fail",
+        "summary": f"the kernel has no warp-specialized region: in this case {ran} ran without gl.warp_specialize, "
+        "so every warp loads and multiplies in turn",
+        "details": [
+            f"launches, in order: {', '.join(launches[:12]) or 'none'}",
+            "Split the roles with gl.warp_specialize: the default partition computes, a worker issues the TMA "
+            "loads (chapter 09).",
+        ],
+    }
+
+
+def _simulated(simulation: dict | None, path, runs: list | None = None):
     """Gluon launches run in course_lib.gluon_cpu with the grader's seed and order of events, or nothing.
     Each partition's thread runs under the kernel-body torch guard: the launcher's guard is the main
     thread's, and a kernel body reaching a host tensor must not compute with it there."""
@@ -95,6 +115,7 @@ def _simulated(simulation: dict | None, path):
     return gluon_cpu.launches_simulated(
         seed=int(simulation["seed"]),
         event_weight=float(simulation["event_weight"]),
+        record=runs,
         thread_guard=lambda: kernel_body_guard((str(path),)),
     )
 
@@ -366,7 +387,8 @@ class _Worker:
         returned = None
         threads = set(threading.enumerate())
         try:
-            with hooks.watch_launches() as watch, guard, _simulated(simulation, self.path):
+            simulated_runs: list = []  # (kernel name, its programs' schedulers) of each simulated launch
+            with hooks.watch_launches() as watch, guard, _simulated(simulation, self.path, simulated_runs):
                 if flow is not None:
                     with flow as record:
                         returned = self.entry(**kwargs)
@@ -377,8 +399,10 @@ class _Worker:
             if self.gpu:
                 torch.cuda.synchronize()
             reply["launches"], reply["launch_count"] = _launch_summary(watch.launches)
+            if simulation:
+                reply["error"] = _unspecialized(simulated_runs, watch.launches)
             left = [t.name for t in threading.enumerate() if t not in threads and t.is_alive()]
-            if left:
+            if left and reply["error"] is None:
                 reply["error"] = {
                     "status": "fail",
                     "summary": f"the launcher left {len(left)} thread{'s' * (len(left) != 1)} running "
