@@ -92,11 +92,15 @@ def _convert_layout(value, layout, *_, **__):
     return L.Value(_as_tensor(value), layout)
 
 
-def _elementwise(torch_fn):
+def _elementwise(torch_fn, keeps_integers: bool = False):
+    """A math function as Gluon has it: floats keep their dtype; integers stay integers where the function
+    keeps them (abs), and are computed in float32 elsewhere (exp, sqrt, ...)."""
+
     def apply(x, *_, **__):
         data = _as_tensor(x)
-        result = torch_fn(data.float() if not data.is_floating_point() else data)
-        return L.Value(result.to(data.dtype) if data.is_floating_point() else result, getattr(x, "layout", None))
+        if data.is_floating_point() or keeps_integers:
+            return L.Value(torch_fn(data).to(data.dtype), getattr(x, "layout", None))
+        return L.Value(torch_fn(data.float()), getattr(x, "layout", None))
 
     return apply
 
@@ -239,9 +243,9 @@ _FUNCTIONS = {
 def _elementwise_functions() -> None:
     import torch
 
-    for name, fn in (("exp", torch.exp), ("exp2", torch.exp2), ("log", torch.log), ("sqrt", torch.sqrt),
-                     ("abs", torch.abs)):  # fmt: skip
+    for name, fn in (("exp", torch.exp), ("exp2", torch.exp2), ("log", torch.log), ("sqrt", torch.sqrt)):
         _FUNCTIONS[name] = _elementwise(fn)
+    _FUNCTIONS["abs"] = _elementwise(torch.abs, keeps_integers=True)
 
 
 _elementwise_functions()
