@@ -235,16 +235,7 @@ def test_the_simulator_gives_what_the_h200_gave(name, row):
     versions and date) on inputs any machine makes again from a seed. The simulator's output, under
     random and late orders of the events, matches it to bfloat16's rounding: the GPU and this CPU add
     the K products in different orders, so a few elements in 10,000 round the other way."""
-    import importlib.util
-    import sys
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        spec = importlib.util.spec_from_file_location("gluon_gpu_outputs", ROOT / "scripts" / "gluon_gpu_outputs.py")
-        script = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(script)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    script = _module(ROOT / "scripts" / "gluon_gpu_outputs.py", "gluon_gpu_outputs")
     path, kind, shape, programs = script.CASES[name]
     assert [row["file"], list(shape), programs] == [path, row["shape"], row["programs"]]
     saved = torch.load(H200_OUTPUTS / "outputs.pt")

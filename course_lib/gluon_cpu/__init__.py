@@ -117,22 +117,16 @@ def _expand_dims(x, axis, *_, **__):
     return L.Value(_as_tensor(x).unsqueeze(int(axis)))
 
 
-def _sum(x, axis=None, keep_dims=False, *_, **__):
-    import torch
+def _reduction(torch_fn):
+    """gl.sum, gl.max: over one axis (keep_dims as Gluon's), or over everything."""
 
-    data = _as_tensor(x)
-    if axis is None:
-        return L.Value(torch.sum(data))
-    return L.Value(torch.sum(data, int(axis), keepdim=bool(keep_dims)))
+    def reduce(x, axis=None, keep_dims=False, *_, **__):
+        data = _as_tensor(x)
+        if axis is None:
+            return L.Value(torch_fn(data))
+        return L.Value(torch_fn(data, int(axis), keepdim=bool(keep_dims)))
 
-
-def _max(x, axis=None, keep_dims=False, *_, **__):
-    import torch
-
-    data = _as_tensor(x)
-    if axis is None:
-        return L.Value(torch.max(data))
-    return L.Value(torch.amax(data, int(axis), keepdim=bool(keep_dims)))
+    return reduce
 
 
 def _program_id(axis):
@@ -224,8 +218,7 @@ _FUNCTIONS = {
     "program_id": _program_id, "num_programs": _num_programs, "cdiv": _cdiv, "minimum": _minimum,
     "maximum": _maximum, "zeros": _zeros, "full": _full, "static_range": _static_range,
     "static_assert": _static_assert, "static_print": _static_print, "convert_layout": _convert_layout,
-    "where": _where, "expand_dims": _expand_dims, "sum": _sum, "max": _max,
-    "exp": None, "exp2": None, "log": None, "sqrt": None, "abs": None,
+    "where": _where, "expand_dims": _expand_dims,  # and the math and reductions, _torch_functions() below
     "allocate_shared_memory": L.allocate_shared_memory, "warp_specialize": _warp_specialize,
     "load": L.load, "store": L.store, "arange": _arange,
     # hopper
@@ -240,15 +233,16 @@ _FUNCTIONS = {
 }  # fmt: skip
 
 
-def _elementwise_functions() -> None:
+def _torch_functions() -> None:
     import torch
 
     for name, fn in (("exp", torch.exp), ("exp2", torch.exp2), ("log", torch.log), ("sqrt", torch.sqrt)):
         _FUNCTIONS[name] = _elementwise(fn)
     _FUNCTIONS["abs"] = _elementwise(torch.abs, keeps_integers=True)
+    _FUNCTIONS["sum"], _FUNCTIONS["max"] = _reduction(torch.sum), _reduction(torch.amax)
 
 
-_elementwise_functions()
+_torch_functions()
 
 
 def _namespaces() -> dict:

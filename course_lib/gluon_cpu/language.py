@@ -68,6 +68,10 @@ class Program:
         self.pid, self.grid, self.scheduler = pid, grid, scheduler
         self.allocations: list[SharedMemory] = []
         self.barriers: list[Barrier] = []
+        self.unfenced: set = set()  # slots written from registers since the last fence_async_shared()
+        self.copies_issued = 0  # TMA copies so far: each is a writer of its own in the clocks
+        self.clocks: dict = {}  # partition id -> what it has seen (``clock_of``)
+        self.writes: dict = {}  # slot key -> the last write into it (``_check_ordered_write``)
 
     @classmethod
     def now(cls) -> Program:
@@ -701,8 +705,7 @@ def _join(into: dict, other: dict) -> None:
 def clock_of(program: Program, partition=None) -> dict:
     """The clock of ``partition`` (the running one by default): {partition id: count seen}."""
     partition = partition if partition is not None else program.scheduler.current()
-    clocks = program.__dict__.setdefault("clocks", {})
-    return clocks.setdefault(id(partition), {})
+    return program.clocks.setdefault(id(partition), {})
 
 
 def tick(program: Program) -> dict:
@@ -730,7 +733,7 @@ def _check_ordered_write(program: Program, memory: SharedMemory, me, clock: dict
     for a copy, the partition that issued it. Two copies issued by one partition are in their issue order
     (a slot refilled before its reader is done shows as a read of a copy in flight, or an overwrite under
     a wgmma); a partition's own store after its copy is not: it must wait on the copy's barrier."""
-    writes = program.__dict__.setdefault("writes", {})  # slot key -> (writer key, count, what, issuer)
+    writes = program.writes  # slot key -> (writer key, its count at the write, what, issuer)
     for key, (other, count, said, by) in writes.items():
         if other == me or key[0] != memory.key()[0] or (issuer is not None and by == issuer):
             continue
@@ -745,7 +748,7 @@ def _check_ordered_write(program: Program, memory: SharedMemory, me, clock: dict
 
 
 def _written_by_registers(program: Program, memory: SharedMemory) -> None:
-    program.unfenced = getattr(program, "unfenced", set()) | {memory.key()}
+    program.unfenced = program.unfenced | {memory.key()}
 
 
 def tma_load(desc, coord, barrier, result, pred=True, **_):
@@ -761,7 +764,7 @@ def tma_load(desc, coord, barrier, result, pred=True, **_):
     what = f"the TMA copy of {_desc_name(desc)} at {coord} into {result.where()} (by {who}, {phase})"
     # the copy writes as a writer of its own, ordered after its issue; only a wait on its barrier (or
     # on one that an arrival made after such a wait) orders another write after the copy's
-    program.copies_issued = getattr(program, "copies_issued", 0) + 1
+    program.copies_issued += 1
     copy = ("copy", program.copies_issued)
     written, issuer = {**tick(program), copy: 1}, id(program.scheduler.current())
 
@@ -787,7 +790,7 @@ def _desc_name(desc) -> str:
 def tma_store(desc, coord, src, **_):
     program = Program.now()
     who = program.partition_name()
-    if src.key() in getattr(program, "unfenced", set()):
+    if src.key() in program.unfenced:
         raise ProtocolError(
             f"{who} issued a TMA store of {src.where()}, written from registers with no fence_async_shared() "
             "between: the TMA engine may read it before the writes are visible"

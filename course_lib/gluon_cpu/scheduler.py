@@ -66,6 +66,7 @@ class Scheduler:
         # a context manager made for each partition's thread, around its body (the grader's torch guard:
         # a kernel body computes with Gluon's operations, not torch); ``refused()`` after the body, if it has
         self.thread_guard = thread_guard
+        self.warp_specialized = False  # the program called gl.warp_specialize (the grader asks, per case)
         # (step, partition, "turn" | "wait" | "resume", what): the partitions' turns, and each wait on a
         # barrier that did not pass at once, from the step it began to the step its partition ran again
         self.trace: list[tuple[int, str, str, str]] = []

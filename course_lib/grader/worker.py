@@ -88,7 +88,7 @@ def _unspecialized(runs: list, launches: list[str]) -> dict | None:
     gl.warp_specialize as it ran. The structural checks read one launch, at a public shape; this is every
     case's own run, so a launcher cannot keep its warp-specialized kernel for the probe alone. None when
     it is so."""
-    if any(getattr(p, "warp_specialized", False) for _, programs in runs for p in programs):
+    if any(p.warp_specialized for _, programs in runs for p in programs):
         return None
     ran = ", ".join(f"`{name}`" for name, _ in runs) or "no Gluon kernel"
     return {

@@ -97,6 +97,15 @@ def _split_form(row: dict) -> tuple[str, str]:
     return config.get("loop", "bounds"), config.get("sem", "acq_rel")
 
 
+def _resources(rows: list[dict]) -> str:
+    """The compiled kernels' shared memory (KB) and spilled registers over ``rows``, where recorded."""
+    shared = [r["config"]["shared_bytes"] / 1024 for r in rows if "shared_bytes" in r["config"]]
+    spills = [r["config"]["n_spills"] for r in rows if "n_spills" in r["config"]]
+    if not shared or not spills:
+        return ""
+    return f"; {min(shared):.0f}-{max(shared):.0f} KB shared, {min(spills)}-{max(spills)} spills"
+
+
 def _split_k_lines(rows: list[dict]) -> list[str]:
     """Split-K's rows of one M: per loop form and atomics, the range over 2 or 4 parts on the plain
     kernel's tiles (and on the first record's wide tiles apart), and the parts of the best whole run."""
@@ -105,10 +114,11 @@ def _split_k_lines(rows: list[dict]) -> list[str]:
     for form, label in _SPLIT_FORMS:
         mine = [r for r in split if _split_form(r) == form]
         for wide in (False, True):
-            us = [r["median_ms"] * 1e3 for r in mine if _wide(r["config"]) == wide]
+            picked = [r for r in mine if _wide(r["config"]) == wide]
+            us = [r["median_ms"] * 1e3 for r in picked]
             if us:
                 where = " (the first record's wide tiles)" if wide else ""
-                lines.append(f"  split-K, {label}{where}: {min(us):.1f} to {max(us):.1f} us")
+                lines.append(f"  split-K, {label}{where}: {min(us):.1f} to {max(us):.1f} us{_resources(picked)}")
     best = min((r for r in split if _split_form(r) == ("steps", "relaxed")), key=lambda r: r["median_ms"], default=None)
     if best is not None:
         parts = {}

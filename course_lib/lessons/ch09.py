@@ -423,3 +423,27 @@ def auto_ws_against_record(verdicts: dict, record: dict | None) -> str:
             f"  {form}, {warps} warps: {verdict} here, {was} there" + ("" if verdict == was else "  <- differs")
         )
     return "\n".join(lines)
+
+
+def simulated_ws_matmul(module, who: str, shape=(300, 520, 200), programs: int = 2, seed: int = 0):
+    """``module.ws_matmul`` run in course_lib's Gluon simulator on seeded bfloat16 CPU inputs (few
+    programs, so each runs several tiles and the ring wraps round): (the text, program 0's trace). The
+    text gives the relative error against torch and who waited on which barrier."""
+    import torch
+
+    from ..widgets.gluon_trace import run_traced, trace_text
+
+    M, N, K = shape
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=gen).to(torch.bfloat16)
+    b = torch.randn(K, N, generator=gen).to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16)  # NaN: every element must be stored
+    [(name, traces)] = run_traced(module.ws_matmul, a, b, out, sms=programs, seed=seed)
+    expected = a.float() @ b.float()
+    error = ((out.float() - expected).norm() / expected.norm()).item()
+    text = (
+        f"{who} in the simulator at {M} x {N} x {K} on {programs} programs: relative error {error:.1e} against "
+        f"torch (bf16 output: about 1e-3 expected)\n"
+        + trace_text(traces[0], f"{name}, program 0 of {len(traces)}, seed {seed}:")
+    )
+    return text, traces[0]

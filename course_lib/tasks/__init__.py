@@ -148,7 +148,9 @@ class TaskSpec:
     needs: str | None = None
     # Gluon kernels, which Triton's interpreter does not run: in CPU mode their cases run on the CPU in
     # course_lib.gluon_cpu instead (the worker wraps each call in gluon_cpu.launches_simulated, which
-    # checks the barrier protocol as the kernel runs); ``cases(mode)`` gives shapes small enough there
+    # checks the barrier protocol as the kernel runs); ``cases(mode)`` gives shapes small enough there.
+    # Both such tasks are warp-specialized GEMMs: a case in which no Gluon launch called gl.warp_specialize
+    # fails (worker._unspecialized); a simulated task of another kind would need that rule made its own
     simulated: bool = False
     # When a case's output is wrong: (float64 inputs, output, case) -> a sentence naming a known
     # mistake the output matches (bias per row, the other GELU form, ...), or None.
