@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import textwrap
 from dataclasses import dataclass
 
@@ -11,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import hooks, interpreter, progress, release, runtime, stubs
+from . import hooks, interpreter, progress, release, roofline, runtime, stubs
 
 OK, WARN, BAD = "ok", "warn", "FAIL"
 
@@ -227,6 +228,8 @@ def run() -> list[Finding]:
     else:
         found.append(Finding(WARN, "course folder", f"no solutions/ under {root}: set COURSE_ROOT to the checkout"))
     found.append(sandbox_finding())
+    if info or os.environ.get(roofline.SHARED_CACHE_ENV):
+        found.append(peaks_finding(info))
     found.append(memory_finding(runtime.quota().memory_bytes))
     try:
         progress.update(lambda data: None)
@@ -284,6 +287,26 @@ def memory_finding(limit_bytes: int | None) -> Finding:
             "besides the notebook's own; ask for 2 GiB or more (a hub's mem_limit)",
         )
     return Finding(OK, "memory", f"{gib:.1f} GiB container limit")
+
+
+def peaks_finding(info: runtime.GpuInfo | None) -> Finding:
+    """Where the roofline's peaks come from for this user: an administrator's shared figures, this user's
+    own measurement, or a measurement still to come (a few seconds, the first time a roofline is drawn)."""
+    name = info.name if info else roofline.REFERENCE_GPU
+    shared = roofline.shared_file(name)
+    if shared is not None:
+        if not shared.is_file():
+            return Finding(WARN, "roofline peaks", f"{shared} does not exist: an administrator runs "
+                           "python -m course_lib peaks --shared on this machine's GPU")  # fmt: skip
+        problem = roofline.untrusted(shared)
+        if problem is not None:
+            return Finding(WARN, "roofline peaks", f"{problem}: ignored (chmod go-w); each user measures")
+        return Finding(OK, "roofline peaks", f"the administrator's, for every user ({shared})")
+    own = roofline._cache_file(name)
+    if own.is_file():
+        return Finding(OK, "roofline peaks", f"measured by you ({own})")
+    return Finding(OK, "roofline peaks", "measured the first time a roofline is drawn (a few seconds; users of "
+                   f"one machine measure in turn; a hub sets {roofline.SHARED_CACHE_ENV}, see the README)")  # fmt: skip
 
 
 def sandbox_finding() -> Finding:

@@ -227,6 +227,29 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _cmd_peaks(args) -> int:
+    from . import roofline
+
+    if not runtime.is_gpu():
+        print(f"CPU mode: the roofline uses the datasheet's figures ({roofline.datasheet_peaks().source})")
+        return 2 if args.shared else 0
+    try:
+        if args.shared:
+            peaks, target = roofline.measure_shared(remeasure=args.remeasure)
+            print(f"written for every user: {target} (users whose {roofline.SHARED_CACHE_ENV} names its folder)")
+        else:
+            peaks = roofline.gpu_peaks(remeasure=args.remeasure)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{peaks.gpu}: {peaks.bandwidth_gbs:.0f} GB/s, " + ", ".join(
+        f"{k} {v:.0f} TFLOP/s" for k, v in peaks.tflops.items()))  # fmt: skip
+    if peaks.library_tflops:
+        print("cuBLAS measured: " + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in peaks.library_tflops.items()))
+    print(f"source: {peaks.source}")
+    return 0
+
+
 def _cmd_sync(args) -> int:
     from . import release, stubs
 
@@ -349,6 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--source", help="time the task files in this folder (default solutions/)")
     b.add_argument("--dtype", help="only the benchmark cases of this dtype, e.g. float32")
 
+    k = sub.add_parser("peaks", help="GPU only: this GPU's roofline peaks (measured once, then cached)")
+    k.add_argument("--remeasure", action="store_true", help="measure again, replacing the cached figures")
+    k.add_argument(
+        "--shared", action="store_true",
+        help="hub administrator: write them to COURSE_SHARED_CACHE for every user, so that no user measures",
+    )  # fmt: skip
+
     h = sub.add_parser("hint", help="the next hint for a task (or hint N)")
     h.add_argument("task")
     h.add_argument("number", nargs="?", type=int)
@@ -384,6 +414,7 @@ COMMANDS = {
     "grade": _cmd_grade,
     "export": _cmd_export,
     "bench": _cmd_bench,
+    "peaks": _cmd_peaks,
     "hint": _cmd_hint,
     "sync-exercises": _cmd_sync,
     "release": _cmd_release,

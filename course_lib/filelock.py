@@ -59,6 +59,48 @@ def acquire(path: Path, exclusive: bool = True, within_s: float | None = None) -
     return fd
 
 
+def acquire_between_users(path: Path, within_s: float) -> int | None:
+    """Take ``path``'s exclusive flock where every user of the machine can take it (a file in a shared,
+    sticky folder such as ``/tmp``): the first user creates it readable by all, the others open it
+    read-only (flock needs no write access), and an existing file is opened without ``O_CREAT``, which
+    ``fs.protected_regular`` refuses for another user's file there. Another user may hold it for ever,
+    so the wait is bounded: NotNow after ``within_s`` seconds. None where it cannot be opened at all or
+    there is no flock: go on unlocked."""
+    if fcntl is None:
+        return None
+    fd = None
+    for _ in range(3):  # created or removed between the two opens: try again
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            break
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                os.fchmod(fd, 0o644)  # readable by every user, whatever this process's umask
+                break
+            except FileExistsError:
+                continue
+            except OSError:
+                return None
+        except OSError:
+            return None
+    if fd is None:
+        return None
+    end = time.monotonic() + within_s
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if time.monotonic() >= end:
+                    raise NotNow(str(path)) from None
+                time.sleep(0.05)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def release(fd: int | None) -> None:
     if fd is not None:
         with contextlib.suppress(OSError):

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
@@ -72,6 +74,11 @@ OVER_ROOFLINE = 1.05
 # After a measurement fell back to the datasheet, other processes use the datasheet too (instead
 # of measuring a GPU that still looks shared) for this long.
 FALLBACK_S = 300.0
+# A hub administrator's measurement, shared read-only by every user of the machine (``peaks --shared``)
+SHARED_CACHE_ENV = "COURSE_SHARED_CACHE"
+# how long a user waits while another user of the machine measures (a measurement takes seconds;
+# a process that holds the lock for longer is stuck or hostile, and the datasheet stands in)
+MACHINE_WAIT_S = 120.0
 _RECHECK_NOTE = "; measured again after a kernel ran at {:.0%} of the roofline of the peaks cached before"
 
 
@@ -150,9 +157,53 @@ def implausible(peaks: Peaks, gpu_name: str | None = None) -> str | None:
     return None
 
 
+def _file_name(gpu_name: str) -> str:
+    return "peaks-" + "".join(ch if ch.isalnum() else "_" for ch in gpu_name)
+
+
 def _cache_file(gpu_name: str) -> Path:
-    safe = "".join(ch if ch.isalnum() else "_" for ch in gpu_name)
-    return runtime.cache_root() / f"peaks-{safe}.json"
+    """This user's cached measurement."""
+    return runtime.cache_root() / f"{_file_name(gpu_name)}.json"
+
+
+def shared_file(gpu_name: str) -> Path | None:
+    """The administrator's measurement for every user of the machine (``COURSE_SHARED_CACHE``), or
+    None where that is not set."""
+    folder = os.environ.get(SHARED_CACHE_ENV)
+    return Path(folder).expanduser() / f"{_file_name(gpu_name)}.json" if folder else None
+
+
+def _machine_lock_file(gpu_name: str) -> Path:
+    """The lock that makes the users of one machine measure one at a time (a measurement taken while
+    another one runs on the same GPU is low): in the shared temporary folder, since users share no
+    other writable one."""
+    return Path(tempfile.gettempdir()) / f"course_lib-{_file_name(gpu_name)}.lock"
+
+
+def untrusted(path: Path) -> str | None:
+    """Why a shared peaks file cannot be trusted, or None: it and its folder must be neither links nor
+    writable by group or others (a learner who could write it would set every user's roofline)."""
+    return _open_to_others(path.parent) or _open_to_others(path)
+
+
+def _open_to_others(item: Path) -> str | None:
+    try:
+        info = os.lstat(item)
+    except OSError as err:
+        return f"{item}: {err.strerror or err}"
+    if stat.S_ISLNK(info.st_mode):
+        return f"{item} is a symbolic link"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{item} can be written by other users"
+    return None
+
+
+def _read_shared(gpu_name: str) -> Peaks | None:
+    """The administrator's figures where they exist, can be trusted and pass the datasheet check."""
+    path = shared_file(gpu_name)
+    if path is None or not path.is_file() or untrusted(path) is not None:
+        return None
+    return _read_cached(path, gpu_name)
 
 
 def _fallback_file(path: Path) -> Path:
@@ -257,8 +308,10 @@ def gpu_peaks(remeasure: bool = False, measure: Callable[[], Peaks] | None = Non
     """This GPU's peaks on the hardware's roof (``hardware``): measured once and cached per GPU name;
     the datasheet in CPU mode.
 
-    ``measure`` (default ``measure_peaks``) takes the measurement, under a lock shared by the
-    processes of this machine; a process that waited for it uses what the other one cached.
+    Read in turn: this user's cache, then the administrator's figures (``COURSE_SHARED_CACHE``, see
+    ``measure_shared``), else ``measure`` (default ``measure_peaks``) takes the measurement, under this
+    user's lock (a process that waited for it uses what the other one cached) and the machine's (users
+    measure one at a time).
     Figures under half the datasheet's are measured again once, then replaced by the datasheet
     (``Peaks.source`` says so) and never cached. ``remeasure`` replaces the cached figures.
     """
@@ -268,7 +321,7 @@ def gpu_peaks(remeasure: bool = False, measure: Callable[[], Peaks] | None = Non
     path = _cache_file(info.name)
     stale = _read_cached(path, info.name) if remeasure else None
     if not remeasure:
-        known = _read_cached(path, info.name) or _read_fallback(path, info.name)
+        known = _read_cached(path, info.name) or _read_shared(info.name) or _read_fallback(path, info.name)
         if known is not None:
             return known
     with filelock.held(path.with_name(path.name + ".lock")):
@@ -278,7 +331,53 @@ def gpu_peaks(remeasure: bool = False, measure: Callable[[], Peaks] | None = Non
             return cached
         if not remeasure and (fallback := _read_fallback(path, info.name)) is not None:
             return fallback
-        return _measure_checked(info.name, path, measure)
+        return _measure_on_this_machine(info.name, path, measure, remeasure=remeasure)
+
+
+def _measure_on_this_machine(
+    gpu_name: str, path: Path, measure: Callable[[], Peaks] | None, note: str = "", remeasure: bool = False
+) -> Peaks:
+    """Measure (with this user's lock held) once no other user of the machine is measuring: N users of a
+    hub who open the roofline at once measure one after another, and a user who waited takes the
+    administrator's figures if they appeared meanwhile. Where another user holds the machine's lock for
+    more than MACHINE_WAIT_S, the datasheet stands in for FALLBACK_S."""
+    try:
+        fd = filelock.acquire_between_users(_machine_lock_file(gpu_name), MACHINE_WAIT_S)
+    except filelock.NotNow:
+        source = f"datasheet (another user of this machine was measuring the peaks for over {MACHINE_WAIT_S:.0f} s)"
+        _write(_fallback_file(path), {"time": time.time(), "source": source})
+        return replace(datasheet_peaks(gpu_name), source=source)
+    try:
+        if not remeasure and not note and (shared := _read_shared(gpu_name)) is not None:
+            return shared
+        return _measure_checked(gpu_name, path, measure, note)
+    finally:
+        filelock.release(fd)
+
+
+def measure_shared(remeasure: bool = False, measure: Callable[[], Peaks] | None = None) -> tuple[Peaks, Path]:
+    """For a hub administrator: measure this GPU's peaks (or take this user's cached figures) and write
+    them to ``COURSE_SHARED_CACHE``, readable by every user and writable by none of them, so that no user
+    measures. ValueError, with the reason, where that folder is not set or could be written by others."""
+    info = runtime.gpu_info()
+    if info is None:
+        raise ValueError("no GPU here: there are no peaks to measure (CPU mode uses the datasheet)")
+    target = shared_file(info.name)
+    if target is None:
+        raise ValueError(f"set {SHARED_CACHE_ENV} to the folder every user's environment will name")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    problem = _open_to_others(target.parent)
+    if problem is None and os.path.lexists(target):
+        problem = _open_to_others(target)
+    if problem is not None:
+        raise ValueError(f"{problem}: users would not trust it (chmod go-w)")
+    peaks = gpu_peaks(remeasure=remeasure, measure=measure)
+    if not peaks.source.startswith("measured"):
+        raise ValueError(f"not shared: {peaks.source}")
+    own = Peaks(**json.loads(_cache_file(info.name).read_text()))  # as measured, not converted
+    _write(target, own.to_dict())
+    os.chmod(target, 0o644)
+    return peaks, target
 
 
 def check_fraction(fraction: float, peaks: Peaks, measure: Callable[[], Peaks] | None = None) -> Peaks:
@@ -305,7 +404,7 @@ def check_fraction(fraction: float, peaks: Peaks, measure: Callable[[], Peaks] |
         if (fallback := _read_fallback(path, info.name)) is not None:
             return fallback
         path.unlink(missing_ok=True)
-        return _measure_checked(info.name, path, measure, _RECHECK_NOTE.format(fraction))
+        return _measure_on_this_machine(info.name, path, measure, _RECHECK_NOTE.format(fraction))
 
 
 # --------------------------------------------------------------------------------------------------

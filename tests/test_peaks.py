@@ -46,8 +46,12 @@ class FakeMeasure:
 def h200(tmp_path, monkeypatch) -> Path:
     """An H200 that is never touched, with its own empty cache; returns the peaks cache file."""
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(roofline.SHARED_CACHE_ENV, raising=False)
     monkeypatch.setattr(runtime, "gpu_info", lambda: H200)
     monkeypatch.setattr(roofline, "measure_peaks", FakeMeasure(GOOD))
+    # the machine's lock lives in this test's folder, never in the real /tmp another process may use
+    monkeypatch.setattr(roofline, "_machine_lock_file", lambda name: tmp_path / "machine" / "peaks.lock")
+    (tmp_path / "machine").mkdir()
     return roofline._cache_file(H200.name)
 
 
@@ -206,7 +210,9 @@ def _child(cache: str, log: str, out: str, go) -> None:
     from functools import partial
 
     os.environ["COURSE_CACHE"] = cache
+    os.environ.pop(roofline.SHARED_CACHE_ENV, None)
     runtime.gpu_info = lambda: H200  # this process's own copy of the module
+    roofline._machine_lock_file = lambda name: Path(cache).parent / "machine.lock"
     go.wait(10)
     peaks = roofline.gpu_peaks(measure=partial(_measure_slowly, log))
     Path(out).write_text(json.dumps(peaks.to_dict()))
@@ -298,3 +304,154 @@ def test_no_recorded_figure_exceeds_its_roof_and_partial_rows_have_no_fraction()
             else:
                 assert r["roofline_fraction"] <= 1.0 + 1e-9, (name, r["variant"], r["roofline_fraction"])
     assert partial >= 4  # fused_broadcast's and ws_compression's cuBLAS candidate rows
+
+
+# --------------------------------------------------------------------------------------------------
+# many users of one machine (a hub): the administrator's figures, and one measurement at a time
+
+
+@pytest.fixture
+def shared(h200, tmp_path, monkeypatch) -> Path:
+    """COURSE_SHARED_CACHE set to a folder only its owner can write; returns the shared peaks file."""
+    folder = tmp_path / "shared"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    monkeypatch.setenv(roofline.SHARED_CACHE_ENV, str(folder))
+    return roofline.shared_file(H200.name)
+
+
+def test_users_read_the_administrators_figures_and_measure_nothing(shared, monkeypatch, tmp_path):
+    admin = measured(bandwidth=4401.0)
+    peaks, target = roofline.measure_shared(measure=FakeMeasure(admin))
+    assert target == shared and oct(shared.stat().st_mode & 0o777) == "0o644"
+    # a learner: another cache, the same shared folder
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "learner-cache"))
+    measure = FakeMeasure(GOOD)
+    assert roofline.gpu_peaks(measure=measure) == roofline.hardware(admin) == peaks
+    assert measure.calls == 0, "a user measured though the administrator's figures were there"
+    # the learner's own measurement, when asked for, wins over the shared one afterwards
+    assert roofline.gpu_peaks(remeasure=True, measure=measure) == roofline.hardware(GOOD)
+    assert measure.calls == 1 and roofline.gpu_peaks(measure=measure) == roofline.hardware(GOOD)
+
+
+@pytest.mark.parametrize("opened", ["folder", "file"])
+def test_a_shared_file_others_can_write_is_not_trusted(shared, opened):
+    shared.write_text(json.dumps(measured(bandwidth=4402.0).to_dict()))
+    shared.chmod(0o644)
+    (shared.parent if opened == "folder" else shared).chmod(0o777 if opened == "folder" else 0o666)
+    assert "can be written by other users" in roofline.untrusted(shared)
+    measure = FakeMeasure(GOOD)
+    assert roofline.gpu_peaks(measure=measure) == roofline.hardware(GOOD)
+    assert measure.calls == 1, "a file any learner could have written set the roofline"
+    with pytest.raises(ValueError, match="can be written by other users"):
+        roofline.measure_shared(measure=FakeMeasure(GOOD))
+
+
+def test_a_shared_link_is_not_trusted(shared, tmp_path):
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(measured(bandwidth=4403.0).to_dict()))
+    shared.symlink_to(elsewhere)
+    assert "symbolic link" in roofline.untrusted(shared)
+    assert roofline.gpu_peaks(measure=FakeMeasure(GOOD)) == roofline.hardware(GOOD)
+
+
+def test_measure_shared_says_what_is_missing(h200):
+    with pytest.raises(ValueError, match=roofline.SHARED_CACHE_ENV):
+        roofline.measure_shared(measure=FakeMeasure(GOOD))
+
+
+def test_measure_shared_refuses_figures_that_are_not_a_measurement(shared):
+    with pytest.raises(ValueError, match="not shared: datasheet"):
+        roofline.measure_shared(measure=FakeMeasure(SHARED))
+    assert not shared.exists()
+
+
+@pytest.mark.skipif(filelock.fcntl is None, reason="no fcntl: no lock on this platform")
+def test_a_user_who_holds_the_machines_lock_for_ever_costs_a_bounded_wait(h200, tmp_path, monkeypatch):
+    """Another user's process (here: this one, through another descriptor) holds the machine's lock and
+    never lets go: the wait ends after MACHINE_WAIT_S, the datasheet stands in, nothing is cached."""
+    monkeypatch.setattr(roofline, "MACHINE_WAIT_S", 0.3)
+    holder = filelock.acquire_between_users(roofline._machine_lock_file(H200.name), 1.0)
+    try:
+        measure = FakeMeasure(GOOD)
+        start = time.monotonic()
+        peaks = roofline.gpu_peaks(measure=measure)
+        assert time.monotonic() - start < 3
+        assert measure.calls == 0 and peaks.source.startswith("datasheet (another user of this machine")
+        assert not h200.exists()
+    finally:
+        filelock.release(holder)
+
+
+@pytest.mark.skipif(filelock.fcntl is None, reason="no fcntl: no lock on this platform")
+def test_the_machines_lock_is_opened_read_only_by_other_users(tmp_path):
+    """A lock file another user created (0644, not writable here) still locks: flock needs only a
+    descriptor, and an existing file is opened without O_CREAT (fs.protected_regular)."""
+    path = tmp_path / "peaks.lock"
+    fd = filelock.acquire_between_users(path, 1.0)
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+    filelock.release(fd)
+    path.chmod(0o444)  # as another user's file looks to this one
+    fd = filelock.acquire_between_users(path, 1.0)
+    assert fd is not None
+    with pytest.raises(filelock.NotNow):
+        filelock.acquire_between_users(path, 0.1)
+    filelock.release(fd)
+    filelock.release(filelock.acquire_between_users(path, 0.1))
+
+
+def _user(cache: str, shared: str, lock: str, log: str, out: str, go) -> None:
+    import os
+    from functools import partial
+
+    os.environ["COURSE_CACHE"] = cache
+    os.environ[roofline.SHARED_CACHE_ENV] = shared
+    runtime.gpu_info = lambda: H200
+    roofline._machine_lock_file = lambda name: Path(lock)
+    go.wait(10)
+    peaks = roofline.gpu_peaks(measure=partial(_measure_slowly, log))
+    Path(out).write_text(json.dumps(peaks.to_dict()))
+
+
+@pytest.mark.skipif(filelock.fcntl is None or not sys.platform.startswith("linux"), reason="fork and flock")
+@pytest.mark.timeout(30)
+def test_users_with_their_own_caches_measure_one_after_another(tmp_path):
+    """Three users (three caches) open the roofline at once: each measures, but never two at a time."""
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    log = tmp_path / "measure.log"
+    outs = [tmp_path / f"peaks-{i}.json" for i in range(3)]
+    args = [(str(tmp_path / f"cache-{i}"), str(tmp_path / "none"), str(tmp_path / "machine.lock"), str(log), str(o), go)
+            for i, o in enumerate(outs)]  # fmt: skip
+    users = [ctx.Process(target=_user, args=a) for a in args]
+    for p in users:
+        p.start()
+    go.set()
+    for p in users:
+        p.join(20)
+        if p.is_alive():
+            p.kill()
+    assert [p.exitcode for p in users] == [0, 0, 0]
+    assert log.read_text().splitlines() == ["start", "end"] * 3, "two users measured at once"
+
+
+def test_the_doctor_says_where_the_peaks_come_from(shared):
+    from course_lib import checkup
+
+    assert "does not exist" in checkup.peaks_finding(H200).detail
+    roofline.measure_shared(measure=FakeMeasure(GOOD))
+    assert checkup.peaks_finding(H200).detail.startswith("the administrator's, for every user")
+    shared.chmod(0o666)
+    found = checkup.peaks_finding(H200)
+    assert found.level == checkup.WARN and "can be written by other users" in found.detail
+
+
+def test_the_peaks_command(shared, monkeypatch, capsys):
+    from course_lib import cli
+
+    monkeypatch.setattr(runtime, "is_gpu", lambda: True)
+    assert cli.main(["peaks", "--shared"]) == 0
+    out = capsys.readouterr().out
+    assert f"written for every user: {shared}" in out and "source: measured on NVIDIA H200" in out
+    monkeypatch.setattr(runtime, "is_gpu", lambda: False)
+    assert cli.main(["peaks", "--shared"]) == 2

@@ -265,10 +265,7 @@ def grade_jobs(
         ids = visible.split(",")[:gpus] if visible else [str(i) for i in range(gpus)]
         workers = workers or gpus * jobs_per_gpu()
         free = [ids[i % len(ids)] for i in range(workers)]  # a GPU id per slot, round robin
-        if any(tasks.get(j.task).bench_cases for j in jobs) and perf_wanted():
-            from ..roofline import gpu_peaks
-
-            gpu_peaks()  # measured once (under a lock), before any worker needs them
+        # no peaks are measured here: a speed tier's roofline is the datasheet's (tiers.roofline_seconds)
     else:
         workers = workers or min(4, runtime.usable_cpus())
         free = []
