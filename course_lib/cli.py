@@ -250,6 +250,23 @@ def _cmd_peaks(args) -> int:
     return 0
 
 
+def _cmd_publish(args) -> int:
+    from . import publish
+
+    root = runtime.course_root()
+    try:
+        changed = publish.publish(root, repo=args.repo, branch=args.branch, check=args.check)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.check:
+        for name in changed:
+            print(f"{name}: its setup cell or links differ from publish's (run python -m course_lib publish)")
+        return 1 if changed else 0
+    print(f"{len(changed)} notebooks updated" + (f": {', '.join(changed)}" if changed else ""))
+    return 0
+
+
 def _cmd_sync(args) -> int:
     from . import release, stubs
 
@@ -379,6 +396,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="hub administrator: write them to COURSE_SHARED_CACHE for every user, so that no user measures",
     )  # fmt: skip
 
+    u = sub.add_parser(
+        "publish", help="write each notebook's Colab/Kaggle setup cell and, with --repo, its Open in Colab links"
+    )
+    u.add_argument("--repo", help="the course's public repository, https://github.com/ORG/NAME ('' for none)")
+    u.add_argument("--branch", default="main", help="the branch the links open (default: main)")
+    u.add_argument("--check", action="store_true", help="write nothing; exit 1 if a notebook differs")
+
     h = sub.add_parser("hint", help="the next hint for a task (or hint N)")
     h.add_argument("task")
     h.add_argument("number", nargs="?", type=int)
@@ -415,6 +439,7 @@ COMMANDS = {
     "export": _cmd_export,
     "bench": _cmd_bench,
     "peaks": _cmd_peaks,
+    "publish": _cmd_publish,
     "hint": _cmd_hint,
     "sync-exercises": _cmd_sync,
     "release": _cmd_release,
