@@ -59,15 +59,21 @@ def plan(gpu: tuple[str, tuple[int, int]] | None, versions: dict[str, str | None
         mode, why = "cpu", "no NVIDIA GPU here: kernels run in Triton's interpreter"
     elif gpu[1] < GPU_MIN_CAPABILITY:
         cap = ".".join(map(str, gpu[1]))
-        mode, why = "cpu", (
-            f"the {gpu[0]} (compute capability {cap}) is below Triton's 8.0: kernels run in Triton's "
-            "interpreter (for GPU mode, choose an A100, L4 or H100 runtime)"
+        mode, why = (
+            "cpu",
+            (
+                f"the {gpu[0]} (compute capability {cap}) is below Triton's 8.0: kernels run in Triton's "
+                "interpreter (for GPU mode, choose an A100, L4 or H100 runtime)"
+            ),
         )
     elif not triton_ok:
-        mode, why = "cpu", (
-            f"GPU mode needs torch 2.10 or newer (its Triton 3.6+); this runtime has torch "
-            f"{versions.get('torch') or 'none'} and Triton {versions.get('triton') or 'none'}. CPU mode for now; "
-            "for GPU mode: pip install 'torch>=2.10', restart the runtime, run this cell again"
+        mode, why = (
+            "cpu",
+            (
+                f"GPU mode needs torch 2.10 or newer (its Triton 3.6+); this runtime has torch "
+                f"{versions.get('torch') or 'none'} and Triton {versions.get('triton') or 'none'}. CPU mode for now; "
+                "for GPU mode: pip install 'torch>=2.10', restart the runtime, run this cell again"
+            ),
         )
     else:
         mode, why = "gpu", f"{gpu[0]}, Triton {versions['triton']}"

@@ -38,7 +38,7 @@ GITHUB = re.compile(r"^https://github\.com/([A-Za-z0-9][A-Za-z0-9_.-]*)/([A-Za-z
 
 
 def setup_source(repo: str = "") -> str:
-    if any(ch in repo for ch in "\"\\\n"):
+    if any(ch in repo for ch in '"\\\n'):
         raise ValueError(f"not a repository URL: {repo!r}")
     return _SETUP.format(repo=repo, home=HOME_NAME)
 

@@ -39,4 +39,4 @@ print('check vector_copy --solutions: exit', done.returncode, '|', done.stdout.s
 ")
   echo "the cell, the import and the check took $((SECONDS - start)) s"
   echo "after the cell: $("$work/runtime/bin/pip" list 2>/dev/null | grep -iE '^(torch|triton|numpy|matplotlib|tqdm|ipywidgets) ' | tr -s ' ' | paste -sd, -)"
-} 2>&1 | tee "$log"
+} 2>&1 | grep -v -e "^WARNING: Location" -e "Failed to initialize NumPy" -e "_conversion_method_template" | tee "$log"

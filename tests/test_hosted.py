@@ -51,7 +51,8 @@ def test_a_hopper_with_triton_36_is_gpu_mode_and_installs_nothing():
 
 def test_a_bare_jupyter_gets_the_cpu_build_of_torch_and_what_is_missing():
     chosen = hosted.plan(None, {"numpy": "2"})
-    assert chosen.installs == [hosted.CPU_TORCH, ["--no-deps", hosted.TRITON_SPEC], ["matplotlib", "tqdm", "ipywidgets"]]
+    missing = ["matplotlib", "tqdm", "ipywidgets"]
+    assert chosen.installs == [hosted.CPU_TORCH, ["--no-deps", hosted.TRITON_SPEC], missing]
 
 
 def test_every_notebook_carries_the_setup_cell_before_its_first_code():
@@ -70,7 +71,8 @@ def test_publish_writes_links_for_a_github_repository_and_refuses_others(tmp_pat
     assert publish.publish(tmp_path, repo=repo) == ["00_setup.ipynb", "06_matmul.ipynb"]
     cells = json.loads((tmp_path / "notebooks" / "06_matmul.ipynb").read_text())["cells"]
     links = "".join(cells[1]["source"])
-    assert "colab.research.google.com/github/example-org/triton-kernel-course/blob/main/notebooks/06_matmul.ipynb" in links
+    path = "example-org/triton-kernel-course/blob/main/notebooks/06_matmul.ipynb"
+    assert f"colab.research.google.com/github/{path}" in links
     assert "kaggle.com/kernels/welcome?src=https://github.com/example-org/triton-kernel-course/blob/main/" in links
     setup = next(c for c in cells if publish.SETUP_TAG in c["metadata"].get("tags", []))
     assert f'or "{repo}"' in "".join(setup["source"])
