@@ -1,0 +1,501 @@
+"""Chapter 11: attention for LLM inference. Prefill (a forward attention kernel with the online softmax,
+causal tiles skipped) and decode (split-KV over a paged KV cache, grouped query heads)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import runtime
+from ..compare import compare
+from . import Case, TaskSpec, Tolerance, register
+
+F16, BF16 = torch.float16, torch.bfloat16
+
+# p = softmax(scores) is rounded to the input's dtype before p @ v (as every fast kernel does, to use
+# the tensor cores), so an output carries an absolute error of about one rounding of |v| (about 1),
+# not a rounding of the output itself (an average, often near 0): atol as large as rtol. The norm limits
+# still fail a rescale left out (errors of order 1) and a running sum kept in fp16 or bf16.
+ATTENTION_TOLERANCE = {
+    F16: Tolerance(rtol=2e-3, atol=2e-3, norm=1e-3),
+    BF16: Tolerance(rtol=1.6e-2, atol=1.6e-2, norm=8e-3),
+}
+
+# --------------------------------------------------------------------------------------------------
+# prefill: forward attention
+
+
+def _attention_cases(mode: str) -> list[Case]:
+    """(batch, heads, seq_len, head_dim): sequences of one token, sequences that are no multiple of any
+    tile, several key tiles (the max grows as the walk goes: the rescale matters), both head dims, a
+    layout whose heads are interleaved in memory, and scores large enough that exp overflows without
+    the max taken off."""
+    rows = [
+        ((1, 1, 1, 64), F16, "tiny", False),
+        ((1, 1, 3, 64), BF16, "tiny causal", True),
+        ((1, 2, 100, 64), F16, "tail", False),
+        ((2, 1, 77, 64), BF16, "tail causal", True),
+        ((1, 1, 300, 64), F16, "several tiles causal", True),
+        ((1, 1, 257, 64), BF16, "several tiles", False),
+        ((1, 2, 130, 128), BF16, "head dim 128", False),
+        ((1, 1, 200, 128), F16, "head dim 128 causal", True),
+    ]
+    cases = [Case(s, d, label, params=(("causal", c),)) for s, d, label, c in rows]
+    # q, k, v and out as (batch, seq, heads, dim) memory seen as (batch, heads, seq, dim): what a fused
+    # QKV projection gives; a kernel that assumes contiguous heads reads the wrong rows
+    cases.append(Case((2, 3, 65, 64), F16, "heads interleaved", params=(("causal", True), ("interleaved", True))))
+    cases.append(Case((1, 1, 150, 64), F16, "large scores", params=(("causal", False), ("scale", 12.0))))
+    if mode != runtime.CPU:
+        cases += [
+            Case((2, 4, 1000, 128), BF16, "large", params=(("causal", True),)),
+            Case((1, 8, 2048, 64), F16, "large", params=(("causal", False),)),
+        ]
+    return cases
+
+
+def _qkv(case: Case, gen: torch.Generator, scale: float) -> torch.Tensor:
+    batch, heads, seq, dim = case.shape
+    if case.options.get("interleaved"):
+        t = torch.randn(batch, seq, heads, dim, generator=gen, device=gen.device) * scale
+        return t.to(case.dtype).transpose(1, 2)  # (B, H, S, D), heads interleaved in memory
+    return (torch.randn(batch, heads, seq, dim, generator=gen, device=gen.device) * scale).to(case.dtype)
+
+
+def _attention_inputs(case: Case, gen: torch.Generator) -> dict:
+    scale = case.options.get("scale", 1.0)
+    q = _qkv(case, gen, scale)
+    k = _qkv(case, gen, scale)
+    v = _qkv(case, gen, 1.0)
+    batch, heads, seq, dim = case.shape
+    out = torch.empty(batch, seq, heads, dim, dtype=case.dtype, device=gen.device).transpose(1, 2)
+    if not case.options.get("interleaved"):
+        out = torch.empty(case.shape, dtype=case.dtype, device=gen.device)
+    return {"q": q, "k": k, "v": v, "out": out, "causal": bool(case.options.get("causal", False)),
+            "sm_scale": 1.0 / math.sqrt(dim)}  # fmt: skip
+
+
+def _scores_mask(seq_q: int, seq_k: int, causal: bool, shift: int = 0, device=None) -> torch.Tensor | None:
+    """True where a score is masked: key j after query i (j > i + shift), when causal."""
+    if not causal:
+        return None
+    i = torch.arange(seq_q, device=device)[:, None]
+    j = torch.arange(seq_k, device=device)[None, :]
+    return j > i + shift
+
+
+def attention_reference(q, k, v, causal, sm_scale, shift: int = 0):
+    """softmax(q k^T * sm_scale, causal mask) v, in the inputs' dtype (float64 for the grader).
+    ``shift`` moves the causal mask's diagonal (diagnoses only)."""
+    scores = q @ k.transpose(-1, -2) * sm_scale  # (B, H, S, S): the matrix a fused kernel never stores
+    mask = _scores_mask(q.shape[-2], k.shape[-2], causal, shift, q.device)
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v  # read 3*B*H*S*D; write B*H*S*D
+
+
+def _attention_baseline(q, k, v, causal, sm_scale):
+    # what a PyTorch user writes: SDPA picks its fastest backend (flash, cuDNN, memory-efficient)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=sm_scale)
+
+
+def _sdpa_backends(case: Case) -> dict:
+    """Each of SDPA's fused backends on its own, as variants timed beside the kernel."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def pinned(backend):
+        def run(q, k, v, causal, sm_scale):
+            with sdpa_kernel(backend):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=sm_scale)
+
+        return run
+
+    return {
+        "sdpa_flash": pinned(SDPBackend.FLASH_ATTENTION),
+        "sdpa_cudnn": pinned(SDPBackend.CUDNN_ATTENTION),
+        "sdpa_efficient": pinned(SDPBackend.EFFICIENT_ATTENTION),
+    }
+
+
+def _no_rescale(q, k, v, causal, sm_scale, block_n: int) -> torch.Tensor:
+    """Attention as a kernel computes it that walks the keys in tiles of ``block_n`` and keeps the running
+    max, but adds each tile's exp(s - m_new) to the sum and output without rescaling what came before."""
+    scores = q @ k.transpose(-1, -2) * sm_scale
+    mask = _scores_mask(q.shape[-2], k.shape[-2], causal, 0, q.device)
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    m = torch.full(scores.shape[:-1], float("-inf"), dtype=scores.dtype, device=scores.device)
+    total = torch.zeros_like(m)
+    acc = torch.zeros(*scores.shape[:-1], v.shape[-1], dtype=scores.dtype, device=scores.device)
+    for start in range(0, scores.shape[-1], block_n):
+        s = scores[..., start : start + block_n]
+        m = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m[..., None]).nan_to_num(0.0)
+        total = total + p.sum(dim=-1)
+        acc = acc + p @ v[..., start : start + block_n, :]
+    return acc / total[..., None]
+
+
+def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
+    """Name the known mistakes an output matches: the causal diagonal left out or one key too many, the
+    scale left out or applied twice, no division by the sum, the rescale left out."""
+    q, k, v, causal, scale = (inputs[n] for n in ("q", "k", "v", "causal", "sm_scale"))
+    tol = ATTENTION_TOLERANCE[case.dtype]
+
+    def matches(expected: torch.Tensor) -> bool:
+        return compare(got, expected, tol, poisoned=False).ok
+
+    if causal:
+        if q.shape[-2] > 1 and matches(attention_reference(q, k, v, causal, scale, shift=1)):
+            return ("each query also attended to the key after it: the causal mask keeps key j for query i "
+                    "when j <= i (offs_n <= offs_m), not j <= i + 1")  # fmt: skip
+        rows = got[..., 1:, :]  # the first query has no key before itself: that row is NaN or anything
+        below = attention_reference(q, k, v, causal, scale, shift=-1)[..., 1:, :]
+        if q.shape[-2] > 1 and compare(rows, below, tol, poisoned=False).ok:
+            return ("each query left out its own key: the causal mask keeps key j for query i when j <= i "
+                    "(the diagonal is kept), not j < i")  # fmt: skip
+    if matches(attention_reference(q, k, v, causal, 1.0)):
+        return "the scores were not multiplied by sm_scale (1/sqrt(head_dim)) before the softmax"
+    if matches(attention_reference(q, k, v, causal, scale * scale)):
+        return "the scores were multiplied by sm_scale twice"
+    for block_n in (16, 32, 64, 128):
+        if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n)):
+            return (f"with key tiles of {block_n}, the running sum and the output were not rescaled when a tile "
+                    "raised the max: multiply both by exp(m_old - m_new) before adding the new tile")  # fmt: skip
+    return None
+
+
+def _attention_flops(case: Case) -> int:
+    batch, heads, seq, dim = case.shape
+    pairs = seq * (seq + 1) // 2 if case.options.get("causal") else seq * seq  # (query, key) pairs computed
+    return 4 * batch * heads * pairs * dim  # q k^T and p v: 2 FLOPs a multiply-add each
+
+
+def _attention_bytes(case: Case) -> int:
+    batch, heads, seq, dim = case.shape
+    return 4 * batch * heads * seq * dim * torch.empty((), dtype=case.dtype).element_size()  # q, k, v, out
+
+
+# --------------------------------------------------------------------------------------------------
+# the causal walk stops at the diagonal: tiles wholly above it are never loaded
+
+PROBE_SEQ, PROBE_DIM = 384, 64
+
+
+class _KeyLoads:
+    """An access listener: per program, the queries it stores (rows of out) and, for each load of k or
+    v, the smallest and largest key it reads."""
+
+    def __init__(self, out: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        self.regions = {}  # name -> (first byte, end, bytes between rows)
+        for name, t in (("out", out), ("k", k), ("v", v)):
+            size = t.element_size()
+            self.regions[name] = (t.data_ptr(), t.data_ptr() + t.numel() * size, t.stride(-2) * size)
+        self.rows: dict[int, int] = {}  # program -> its largest query row stored
+        self.loads: list[tuple[int, str, int, int]] = []  # (program, k or v, smallest key, largest key)
+
+    def __call__(self, kind, kernel, addresses, active, itemsize) -> None:
+        from ..hooks import running_program
+
+        live = np.asarray(addresses, dtype=np.uint64)[np.asarray(active, dtype=bool)]
+        if live.size == 0:
+            return
+        pid = running_program()[0]
+        pid = -1 if pid is None else int(pid)
+        for name, (start, end, row_bytes) in self.regions.items():
+            inside = live[(live >= start) & (live < end)]
+            if inside.size == 0:
+                continue
+            rows = (inside - np.uint64(start)) // np.uint64(row_bytes)
+            if kind == "store" and name == "out":
+                self.rows[pid] = max(self.rows.get(pid, -1), int(rows.max()))
+            elif kind == "load" and name != "out":
+                self.loads.append((pid, name, int(rows.min()), int(rows.max())))
+
+
+def probe_causal_walk(module, entry) -> dict:
+    """In the worker: one causal call on (1, 1, PROBE_SEQ, PROBE_DIM) with every access listened to. Plain
+    data, judged by ``judge_causal_walk``. On a GPU no access can be seen: the facts say so."""
+    if not runtime.is_cpu():
+        return {"mode": runtime.GPU}
+    from .. import hooks
+
+    gen = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(1, 1, PROBE_SEQ, PROBE_DIM, generator=gen).to(F16) for _ in range(3))
+    out = torch.empty_like(q)
+    listener = _KeyLoads(out, k, v)
+    hooks.access_listeners.append(listener)
+    try:
+        entry(q=q, k=k, v=v, out=out, causal=True, sm_scale=PROBE_DIM**-0.5)
+    finally:
+        hooks.access_listeners.remove(listener)
+    expected = attention_reference(q.double(), k.double(), v.double(), True, PROBE_DIM**-0.5)
+    right = compare(out.double(), expected, ATTENTION_TOLERANCE[F16], poisoned=False).ok
+    # per program: loads whose every key comes after the program's last query (a tile above the diagonal)
+    above = [(pid, name, lo, hi, self_row) for pid, name, lo, hi in listener.loads
+             if (self_row := listener.rows.get(pid)) is not None and lo > self_row]  # fmt: skip
+    keys_read = sum(hi - lo + 1 for _, name, lo, hi in listener.loads if name == "k")
+    return {
+        "mode": runtime.CPU,
+        "right": bool(right),
+        "programs": len(listener.rows),
+        "loads": len(listener.loads),
+        "above": len(above),
+        "first_above": list(above[0]) if above else None,
+        "keys_read": keys_read,
+    }
+
+
+def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
+    if facts.get("mode") != runtime.CPU:
+        return [(True, "the causal walk is checked in CPU mode (the interpreter shows every load)", [])]
+    if not facts.get("right") or not facts.get("programs"):
+        return [(True, "the causal walk was not judged: the probe's own run went wrong (the cases say why)", [])]
+    seq = PROBE_SEQ
+    if facts.get("above"):
+        pid, name, lo, hi, row = facts["first_above"]
+        return [(
+            False,
+            "a causal walk loaded key tiles wholly above the diagonal",
+            [f"on a causal ({seq} x {seq}) probe, {facts['above']} of {facts['loads']} loads of k or v read only "
+             f"keys after every query of their program: program {pid} stores queries up to {row} and loaded "
+             f"keys {lo}-{hi} of {name}.",
+             "Those scores are all masked to -inf: the work is right and wasted (about half of a causal "
+             "attention's tiles). Stop the walk at the end of the program's last query: "
+             "stop = min((pid_m + 1) * BLOCK_M, seq_len) when causal."],
+        )]  # fmt: skip
+    return [(True, f"the causal walk stops at the diagonal ({facts['keys_read']} key rows read on the probe)", [])]
+
+
+register(
+    TaskSpec(
+        name="flash_attention",
+        chapter="11",
+        title="forward attention in one kernel: online softmax over key tiles, causal tiles skipped",
+        entry="flash_attention",
+        make_inputs=_attention_inputs,
+        reference=attention_reference,
+        baseline=_attention_baseline,
+        cases=_attention_cases,
+        tolerance=ATTENTION_TOLERANCE,
+        diagnose=_attention_diagnose,
+        bytes_moved=_attention_bytes,
+        flops=_attention_flops,
+        tensor_cores=True,
+        bench_cases=[
+            Case((4, 32, 8192, 128), BF16, "bench", params=(("causal", False),)),
+            Case((4, 32, 8192, 128), BF16, "bench causal", params=(("causal", True),)),
+            Case((16, 16, 2048, 64), BF16, "bench d64", params=(("causal", False),)),
+        ],
+        bench_variants=_sdpa_backends,
+        probe=f"{__name__}:probe_causal_walk",
+        judge=judge_causal_walk,
+        hints=[
+            "One program per (query tile, batch x head): load its BLOCK_M queries once, then walk the keys "
+            "and values in tiles of BLOCK_N. Scores s = q @ k^T * sm_scale, a (BLOCK_M, BLOCK_N) tile that "
+            "never leaves registers.",
+            "Chapter 05's online softmax, per row: m_new = max(m, rowmax(s)); p = exp(s - m_new); "
+            "alpha = exp(m - m_new); l = l * alpha + rowsum(p); acc = acc * alpha + p @ v; m = m_new. "
+            "At the end, out = acc / l.",
+            "Masks: keys past seq_len score -inf; when causal, key j is kept for query i only if j <= i. "
+            "Start m at -inf: the first tile always holds key 0, so no row is all -inf.",
+            "Causal: tiles wholly above the diagonal hold only masked scores. Stop the walk at "
+            "min((pid_m + 1) * BLOCK_M, seq_len); the tiles before pid_m * BLOCK_M need no mask at all.",
+            "exp(x) = exp2(x * log2(e)): fold log2(e) into the scale once, and use tl.math.exp2.",
+        ],
+    )
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# decode: one query token per sequence against a paged KV cache
+
+
+def _decode_cases(mode: str) -> list[Case]:
+    """(batch, query heads, head_dim) with the KV heads, the page size and each sequence's context length:
+    ragged lengths (one token, a part of a page, many pages), grouped query heads (1, 2, 4, 8 queries per
+    KV head), both head dims, and large scores."""
+    rows = [
+        ((3, 4, 64), F16, "ragged", 2, 16, (1, 37, 100)),
+        ((1, 1, 64), F16, "one token", 1, 16, (1,)),
+        ((2, 2, 128), BF16, "head dim 128", 2, 16, (5, 64)),
+        ((2, 8, 64), F16, "8 query heads a KV head", 1, 32, (300, 33)),
+        ((2, 2, 64), BF16, "long context", 1, 16, (1000, 513)),
+        ((4, 8, 64), F16, "4 query heads a KV head", 2, 16, (17, 250, 16, 128)),
+    ]
+    cases = [Case(s, d, label, params=(("kv_heads", h), ("page", p), ("contexts", c))) for s, d, label, h, p, c in rows]
+    cases.append(Case((2, 2, 64), BF16, "large scores", params=(("kv_heads", 1), ("page", 16), ("contexts", (70, 45)),
+                                                                ("scale", 12.0))))  # fmt: skip
+    if mode != runtime.CPU:
+        contexts = tuple(range(300, 4300, 250))  # 16 sequences, 300 to 4050 tokens
+        cases.append(Case((16, 32, 128), BF16, "large", params=(("kv_heads", 8), ("page", 16), ("contexts", contexts))))
+    return cases
+
+
+def _decode_inputs(case: Case, gen: torch.Generator) -> dict:
+    batch, q_heads, dim = case.shape
+    kv_heads = int(case.options.get("kv_heads", 1))
+    page = int(case.options.get("page", 16))
+    contexts = case.options.get("contexts")
+    if contexts is None:  # a hidden case gives a shape only: lengths from the seed
+        contexts = tuple(int(n) for n in torch.randint(1, 600, (batch,), generator=gen, device=gen.device))
+    scale = case.options.get("scale", 1.0)
+    pages_of = [-(-n // page) for n in contexts]
+    max_pages = max(pages_of)
+    n_pages = sum(pages_of) + 3  # a few pages no sequence owns
+    # the pages of each sequence lie anywhere in the cache (a shuffle), and the table's entries past a
+    # sequence's last page name real pages of other sequences: reading past the context reads wrong keys
+    order = torch.randperm(n_pages, generator=gen, device=gen.device)
+    table = torch.randint(0, n_pages, (batch, max_pages), generator=gen, device=gen.device).to(torch.int32)
+    used = 0
+    for b, count in enumerate(pages_of):
+        table[b, :count] = order[used : used + count].to(torch.int32)
+        used += count
+    cache_shape = (n_pages, page, kv_heads, dim)
+    k_cache = (torch.randn(cache_shape, generator=gen, device=gen.device) * scale).to(case.dtype)
+    v_cache = torch.randn(cache_shape, generator=gen, device=gen.device).to(case.dtype)
+    q = (torch.randn(batch, q_heads, dim, generator=gen, device=gen.device) * scale).to(case.dtype)
+    return {
+        "q": q,
+        "k_cache": k_cache,
+        "v_cache": v_cache,
+        "block_table": table,
+        "context_lens": torch.tensor(contexts, dtype=torch.int32, device=gen.device),
+        "sm_scale": 1.0 / math.sqrt(dim),
+        "out": torch.empty(batch, q_heads, dim, dtype=case.dtype, device=gen.device),
+    }
+
+
+def decode_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale, round_up: bool = False):
+    """Each sequence's one query token against its own keys, gathered from the pages its table names;
+    query head h reads KV head h // (q_heads // kv_heads). ``round_up`` counts whole pages (diagnoses)."""
+    batch, q_heads, dim = q.shape
+    page, kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = q_heads // kv_heads
+    rows = []
+    for b in range(batch):
+        n = int(context_lens[b])
+        n_pages = -(-n // page)
+        length = n_pages * page if round_up else n
+        pages = block_table[b, :n_pages].long()
+        k = k_cache[pages].reshape(-1, kv_heads, dim)[:length].repeat_interleave(group, dim=1)  # (n, Hq, D)
+        v = v_cache[pages].reshape(-1, kv_heads, dim)[:length].repeat_interleave(group, dim=1)
+        scores = torch.einsum("hd,nhd->hn", q[b], k) * sm_scale  # (Hq, n)
+        rows.append(torch.einsum("hn,nhd->hd", torch.softmax(scores, dim=-1), v))  # read the n keys and values
+    return torch.stack(rows)
+
+
+def _decode_baseline(q, k_cache, v_cache, block_table, context_lens, sm_scale):
+    # what a PyTorch user without a paged kernel writes: gather each sequence's pages, then SDPA
+    return decode_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale)
+
+
+def _merged_without_max(q, k_cache, v_cache, block_table, context_lens, sm_scale, pages_per_split: int):
+    """Decode as a split-KV kernel computes it whose merge adds the slices' sums and outputs as they are,
+    each measured against its own slice's max, for slices of ``pages_per_split`` pages."""
+    batch, q_heads, dim = q.shape
+    page, kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = q_heads // kv_heads
+    rows = []
+    for b in range(batch):
+        n = int(context_lens[b])
+        pages = block_table[b, : -(-n // page)].long()
+        k = k_cache[pages].reshape(-1, kv_heads, dim)[:n].repeat_interleave(group, dim=1)
+        v = v_cache[pages].reshape(-1, kv_heads, dim)[:n].repeat_interleave(group, dim=1)
+        scores = torch.einsum("hd,nhd->hn", q[b], k) * sm_scale
+        total = torch.zeros(q_heads, dtype=scores.dtype)
+        acc = torch.zeros(q_heads, dim, dtype=scores.dtype)
+        for start in range(0, n, pages_per_split * page):
+            s = scores[:, start : start + pages_per_split * page]
+            e = torch.exp(s - s.amax(dim=1, keepdim=True))
+            total = total + e.sum(dim=1)
+            acc = acc + torch.einsum("hn,nhd->hd", e, v[start : start + pages_per_split * page])
+        rows.append(acc / total[:, None])
+    return torch.stack(rows)
+
+
+def _decode_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
+    tol = ATTENTION_TOLERANCE[case.dtype]
+    names = ("q", "k_cache", "v_cache", "block_table", "context_lens", "sm_scale")
+    args = [inputs[n] for n in names]
+    if compare(got, decode_reference(*args, round_up=True), tol, poisoned=False).ok:
+        return ("the keys past each sequence's context length, up to the end of its last page, were counted: "
+                "mask the tokens at positions >= context_lens[b] (their scores -inf)")  # fmt: skip
+    for pages_per_split in range(1, inputs["block_table"].shape[1]):
+        if compare(got, _merged_without_max(*args, pages_per_split), tol, poisoned=False).ok:
+            slices = f"{pages_per_split} page" + ("s" if pages_per_split > 1 else "")
+            return (
+                f"with slices of {slices}, the merge added the slices' sums and outputs as they were, each "
+                "measured against its own slice's max: weigh slice s by exp(m_s - M), M the largest m_s, "
+                "before adding"
+            )
+    q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    kv_heads = k_cache.shape[2]
+    group = q.shape[1] // kv_heads
+    if group > 1:  # query head h read KV head h % kv_heads instead of h // group
+        swapped = torch.stack(
+            [
+                decode_reference(q[:, h : h + 1], k_cache[:, :, h % kv_heads : h % kv_heads + 1],
+                                 v_cache[:, :, h % kv_heads : h % kv_heads + 1], *args[3:])[:, 0]
+                for h in range(q.shape[1])
+            ],
+            dim=1,
+        )  # fmt: skip
+        if compare(got, swapped, tol, poisoned=False).ok:
+            return (f"query head h read KV head h % {kv_heads}: with {group} query heads a KV head, query heads "
+                    f"{group} * j to {group} * j + {group - 1} share KV head j (h // {group})")  # fmt: skip
+    return None
+
+
+def _decode_bytes(case: Case) -> int:
+    batch, q_heads, dim = case.shape
+    kv_heads = int(case.options.get("kv_heads", 1))
+    contexts = case.options.get("contexts") or (300,) * batch
+    size = torch.empty((), dtype=case.dtype).element_size()
+    return 2 * sum(contexts) * kv_heads * dim * size + 2 * batch * q_heads * dim * size  # K, V; q, out
+
+
+def _decode_flops(case: Case) -> int:
+    batch, q_heads, dim = case.shape
+    contexts = case.options.get("contexts") or (300,) * batch
+    return 4 * sum(contexts) * q_heads * dim
+
+
+register(
+    TaskSpec(
+        name="paged_decode",
+        chapter="11",
+        title="decode: split-KV attention over a paged KV cache, grouped query heads, and the merge",
+        entry="paged_decode",
+        make_inputs=_decode_inputs,
+        reference=decode_reference,
+        baseline=_decode_baseline,
+        cases=_decode_cases,
+        tolerance=ATTENTION_TOLERANCE,
+        diagnose=_decode_diagnose,
+        bytes_moved=_decode_bytes,
+        flops=_decode_flops,
+        # the pages no sequence reaches, and the table's entries past a sequence's last page, are never read
+        partly_read=frozenset({"k_cache", "v_cache", "block_table"}),
+        bench_cases=[
+            Case(
+                (64, 32, 128),
+                BF16,
+                "bench",
+                params=(("kv_heads", 8), ("page", 16), ("contexts", tuple(2048 + (i * 997) % 4096 for i in range(64)))),
+            )
+        ],  # fmt: skip
+        hints=[
+            "Split each sequence's pages into NUM_SPLITS slices: one program per (sequence, KV head, slice). "
+            "A program walks its slice page by page: page = block_table[b, p], then the PAGE tokens of that "
+            "page, masked at context_lens[b].",
+            "Grouped query heads: the query heads h with h // GROUP == kv_head share the KV head's keys. Load "
+            "them together as a (GROUP, HEAD_DIM) tile, so each key is read once for all of them.",
+            "Each slice keeps its own online softmax (m, l, acc) and writes it out unnormalized: m and l per "
+            "(sequence, query head, slice), acc per (sequence, query head, slice, dim), in float32.",
+            "The merge: M = max over slices of m; w_s = exp(m_s - M); out = sum_s(w_s * acc_s) / sum_s(w_s * l_s). "
+            "A slice past the end of a sequence has m = -inf and weight 0.",
+        ],
+    )
+)

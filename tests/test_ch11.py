@@ -1,0 +1,180 @@
+"""Chapter 11's tasks, flash_attention and paged_decode: each deliberately wrong submission in
+tests/wrong/ch11_*/ is rejected with a message that names what is wrong, each correct alternative in
+tests/good/ch11_*/ passes, and the causal walk's rule judges what it says.
+
+    python -m course_lib check flash_attention --source tests/wrong/ch11_no_rescale
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from conftest import GOOD, WRONG
+
+from course_lib import grader, runtime, tasks
+from course_lib.grader import FAIL, PASS
+from course_lib.tasks import ch11_attention as ch11
+
+SEED = 2024
+
+# folder under tests/wrong -> (task, pieces the grader's message must hold, cases that must pass)
+WRONG_SUBMISSIONS = {
+    # one key tile is right without a rescale; several are not, and the diagnosis names the tile width
+    "ch11_no_rescale": (
+        "flash_attention",
+        ("with key tiles of 64, the running sum and the output were not rescaled", "several tiles (1, 1, 257, 64)"),
+        ("tiny (1, 1, 1, 64)", "tiny causal (1, 1, 3, 64)"),
+    ),
+    # the first query keeps no key at all (0/0 = NaN): NaN outputs are diagnosed too
+    "ch11_causal_diagonal_dropped": (
+        "flash_attention",
+        ("each query left out its own key", "j <= i", "NaN computed by the kernel", "tail causal (2, 1, 77, 64)"),
+        ("tail (1, 2, 100, 64)", "several tiles (1, 1, 257, 64)", "head dim 128 (1, 2, 130, 128)"),
+    ),
+    # right values, but every key tile above the diagonal is loaded: the structural rule, not the values
+    "ch11_causal_no_skip": (
+        "flash_attention",
+        (
+            "all 11 cases are right, but a causal walk loaded key tiles wholly above the diagonal",
+            "program 0 stores queries up to 127 and loaded keys 128-191 of k",
+            "stop = min((pid_m + 1) * BLOCK_M",
+        ),
+        (),
+    ),  # fmt: skip
+    "ch11_merge_ignores_max": (
+        "paged_decode",
+        ("the merge added the slices' sums and outputs as they were", "weigh slice s by exp(m_s - M)"),
+        ("one token (1, 1, 64)",),  # one slice: nothing to merge
+    ),
+    "ch11_decode_no_context_mask": (
+        "paged_decode",
+        ("the keys past each sequence's context length, up to the end of its last page, were counted",),
+        (),
+    ),
+    # only grouped heads show it: with one query head a KV head, h % kv_heads == h // 1
+    "ch11_decode_head_modulo": (
+        "paged_decode",
+        ("query head h read KV head h % 2", "share KV head j (h // 2)"),
+        ("head dim 128 (2, 2, 128)", "long context (2, 2, 64)", "8 query heads a KV head (2, 8, 64)"),
+    ),
+}
+
+RIGHT = {
+    "ch11_attention_one_loop": "flash_attention",  # one masked loop, exp, 32 x 32 tiles, grid axes swapped
+    "ch11_decode_no_split": "paged_decode",  # no split, no merge, no tl.dot
+}
+
+
+def full_text(result: grader.TaskResult) -> str:
+    return "\n".join([result.summary, *result.details])
+
+
+@pytest.mark.parametrize("folder", sorted(WRONG_SUBMISSIONS))
+def test_wrong_submission_is_rejected(folder):
+    task, pieces, passing = WRONG_SUBMISSIONS[folder]
+    result = grader.grade_task(task, WRONG / folder, seed=SEED)
+    text = full_text(result)
+    assert result.status == FAIL, text
+    for piece in pieces:
+        assert piece in text, f"expected {piece!r} in the grader's message:\n{text}"
+    failed = next((line for line in result.details if re.match(r"failed \d+ of \d+ cases", line)), "")
+    for shape in passing:  # the bug must not show where it cannot
+        assert shape not in failed, f"{shape} should pass for {folder}:\n{failed}"
+
+
+def test_every_ch11_wrong_submission_is_listed():
+    assert {p.parent.name for p in WRONG.glob("ch11_*/*.py")} == set(WRONG_SUBMISSIONS)
+    assert {p.parent.name for p in GOOD.glob("ch11_*/*.py")} == set(RIGHT)
+
+
+@pytest.mark.parametrize("folder", sorted(RIGHT))
+def test_right_submission_passes(folder):
+    result = grader.grade_task(RIGHT[folder], GOOD / folder, seed=SEED)
+    assert result.status == PASS, full_text(result)
+    assert result.cases_passed == result.cases_total > 0
+
+
+def test_the_causal_walk_judge():
+    """The rule's own logic: GPU facts pass (no access can be seen there), a wrong probe run is left to
+    the cases, and a load whose keys all follow its program's last query fails with the numbers."""
+    assert ch11.judge_causal_walk({"mode": runtime.GPU})[0][0]
+    assert ch11.judge_causal_walk({"mode": runtime.CPU, "right": False, "programs": 3})[0][0]
+    ok = {"mode": runtime.CPU, "right": True, "programs": 3, "loads": 12, "above": 0, "first_above": None,
+          "keys_read": 1000}  # fmt: skip
+    assert ch11.judge_causal_walk(ok)[0][0]
+    bad = {**ok, "above": 2, "first_above": [1, "v", 256, 319, 255]}
+    passed, summary, details = ch11.judge_causal_walk(bad)[0]
+    assert not passed and "2 of 12 loads" in details[0] and "keys 256-319 of v" in details[0]
+
+
+def test_the_diagnoses_name_only_their_mistake():
+    """Each diagnosis, on float64 inputs as the grader gives them: the mistake it models is named, a
+    different error is not."""
+    spec = tasks.get("flash_attention")
+    case = next(c for c in spec.all_cases(runtime.MODE) if c.label == "several tiles causal")
+    made = spec.make_inputs(case, torch.Generator().manual_seed(1))
+    inputs = {k: (v.double() if torch.is_tensor(v) else v) for k, v in made.items()}
+    args = [inputs[n] for n in ("q", "k", "v", "causal", "sm_scale")]
+    right = ch11.attention_reference(*args)
+    assert spec.diagnose(inputs, right * 1.05, case) is None
+    assert "not multiplied by sm_scale" in spec.diagnose(inputs, ch11.attention_reference(*args[:4], 1.0), case)
+    assert "also attended to the key after it" in spec.diagnose(inputs, ch11.attention_reference(*args, shift=1), case)
+    assert "key tiles of 32" in spec.diagnose(inputs, ch11._no_rescale(*args, 32), case)
+
+
+def test_hidden_cases_of_chapter_11_need_only_a_shape(tmp_path):
+    """An instructor's hidden case names a shape and a dtype: the causal flag, the KV heads, the page size
+    and the context lengths default (the lengths drawn from the seed)."""
+    hidden = tmp_path / "hidden.json"
+    hidden.write_text(json.dumps({"flash_attention": [{"shape": [1, 2, 90, 64], "dtype": "float16"}],
+                                  "paged_decode": [{"shape": [3, 2, 64], "dtype": "bfloat16"}]}))  # fmt: skip
+    for task in ("flash_attention", "paged_decode"):
+        result = grader.grade_task(task, "solutions", seed=SEED, hidden=str(hidden))
+        assert result.status == PASS, full_text(result)
+        assert result.cases_total == len(tasks.get(task).all_cases(runtime.MODE)) + 1
+
+
+def test_the_notebooks_numbers_come_from_the_model_it_states():
+    """Notebook 11's section 1 and 6 figures, from course_lib.lessons.ch11: the 8B layer's weights, the
+    regimes (prefill compute-bound, decode memory-bound), attention's share growing with the prompt and
+    with batch x context, Amdahl, the causal tiles, and the JIT's three keys against one."""
+    from course_lib import roofline
+    from course_lib.lessons import ch11 as lesson11
+
+    peaks = roofline.datasheet_peaks("H200")
+    layer = lesson11.Layer()
+    assert layer.weights() == 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 4096 * 2 * 14336 + 14336 * 4096
+    prefill = lesson11.prefill_parts(layer, 8192, peaks)
+    assert all(p.floor.bound == "compute" for p in prefill)
+    shares = [lesson11.share(lesson11.prefill_parts(layer, s, peaks)) for s in (2048, 8192, 32768)]
+    assert shares == sorted(shares) and 0.10 < shares[1] < 0.16
+    decode = lesson11.decode_parts(layer, 64, 4096, peaks)
+    assert all(p.floor.bound == "memory" for p in decode) and 0.65 < lesson11.share(decode) < 0.75
+    assert lesson11.amdahl(0.5, 2.0) == pytest.approx(4 / 3) and lesson11.amdahl(0.0, 10.0) == 1.0
+    assert lesson11.causal_tiles(256, 128, 64) == (
+        2 + 4,
+        8,
+    )  # tiles (0, 1) for the first query tile, 0-3 for the second
+    assert [
+        len(k) for k in (lesson11.compile_keys(range(1, 65)), lesson11.compile_keys(range(1, 65), specialize=False))
+    ] == [3, 1]
+
+
+def test_the_layer_profile_script_runs(tmp_path):
+    """scripts/attention_layer_profile.py, the GPU record of section 1, on tiny shapes on the CPU."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    out = tmp_path / "layer.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "attention_layer_profile.py"), "--dry-run",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["phase"] for r in rows} == {"prefill", "decode"} and {"attention", "the layer"} <= {
+        r["part"] for r in rows
+    }
