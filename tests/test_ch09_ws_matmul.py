@@ -94,7 +94,7 @@ def test_a_kernel_with_no_warp_specialized_region_fails_in_cpu_mode():
             ),
         ),
         # the Hopper release bug: a race a GPU mostly hides
-        ("ch09_ws_release_early", ("the asynchronous protocol is broken", "while the wgmma reading a_bufs[")),
+        ("ch09_ws_release_early", ("the asynchronous protocol is broken", "the wgmma reading a_bufs[")),
     ],
 )
 def test_protocol_mistakes_fail_in_cpu_mode_with_the_checkers_words(folder, said):

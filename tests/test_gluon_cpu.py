@@ -107,7 +107,7 @@ MISTAKES = {
     "empty_wait_on_the_wrong_parity": (_PRODUCER_WAIT, _PRODUCER_WAIT.replace("phase ^ 1", "phase"), "waits on empty["),
     # the slot freed right after its wgmma is started (and once more at the tile's end: removed too)
     "release_before_the_wgmma_completes": ([(_CONSUMER_STEP, _RELEASE_EARLY), (_TAIL, _TAIL_WAIT)],
-                                           "while the wgmma reading a_bufs["),
+                                           "the wgmma reading a_bufs["),
     "last_slot_never_freed": (_TAIL, _TAIL_WAIT, "waits on"),
     "no_fence_before_the_tma_store": (_FENCE, "        # (", "no fence_async_shared()"),
     "no_store_wait_before_reusing_c_smem": (_STORE_WAIT, "        # (", "overwrites c_smem while the TMA store"),

@@ -72,6 +72,9 @@ class Program:
         self.copies_issued = 0  # TMA copies so far: each is a writer of its own in the clocks
         self.clocks: dict = {}  # partition id -> what it has seen (``clock_of``)
         self.writes: dict = {}  # slot key -> the last write into it (``_check_ordered_write``)
+        # (partition id, slot key) -> the last wgmma of that partition that read the slot (``_check_read_done``)
+        self.mma_reads: dict = {}
+        self.mma_issued: dict = {}  # partition id -> its wgmmas in issue order, not yet seen complete
 
     @classmethod
     def now(cls) -> Program:
@@ -655,6 +658,7 @@ class Descriptor:
 class _Op:
     def __init__(self, what: str, partition: str):
         self.what, self.partition, self.done, self.result = what, partition, False, None
+        self.seen_at = None  # the issuer's clock count at the warpgroup_mma_wait that saw it complete
 
 
 def _in_flight(program: Program) -> list:
@@ -684,6 +688,29 @@ def _check_free(program: Program, memory: SharedMemory, writer: str) -> None:
                     f"reads it: free a slot only after what reads it has completed (warpgroup_mma_wait, "
                     "tma.store_wait)"
                 )
+    _check_read_done(program, memory, writer)
+
+
+def _check_read_done(program: Program, memory: SharedMemory, writer: str) -> None:
+    """The same rule, whatever order the scheduler chose: a write into a slot that a wgmma read must be
+    ordered after the wait that saw that wgmma complete (the reader waits, then arrives; the writer waits on
+    that arrival). A slot freed between a wgmma's issue and its wait passes on most runs and fails on some;
+    here it fails on every one."""
+    me = program.scheduler.current()
+    clock = clock_of(program, me)
+    for (reader, key), op in program.mma_reads.items():
+        if key[0] != memory.key()[0]:
+            continue
+        n = min(len(key[1]), len(memory.slot))
+        if key[1][:n] != memory.slot[:n]:
+            continue
+        if op.seen_at is None or (reader != id(me) and clock.get(reader, 0) < op.seen_at):
+            raise ProtocolError(
+                f"{writer} in {program.partition_name()} overwrites {memory.where()}, which {op.what} reads, with "
+                "nothing ordering the write after the warpgroup_mma_wait that saw that wgmma complete: the "
+                "slot was freed (its barrier arrived on) before that wait, or never. Wait for the wgmma "
+                "first (warpgroup_mma_wait), then arrive on the slot's empty barrier"
+            )
 
 
 # ------------------------------------------------------------- happens-before between the partitions
@@ -830,6 +857,10 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
     for x in operands:
         _check_landed(program, x, "a wgmma")
     op = _Op(f"the wgmma reading {' and '.join(x.where() for x in operands)} (by {who})", who)
+    me = id(program.scheduler.current())
+    for x in operands:  # the slots it reads, until a wait of this partition sees it complete
+        program.mma_reads[(me, x.key())] = op
+    program.mma_issued.setdefault(me, []).append(op)
     previous = [e for e in _in_flight(program) if getattr(e, "kind", "") == "mma" and e.owner == who]
 
     def complete():
@@ -844,6 +875,8 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
 
     if not is_async:
         complete()
+        program.mma_issued[me].remove(op)
+        op.seen_at = tick(program)[me]  # a synchronous wgmma has completed when it returns
         program.scheduler.point()
         return op.result
     event = Event(op.what, complete, owner=who, lazy=True)
@@ -859,6 +892,13 @@ def warpgroup_mma_wait(num_outstanding=0, deps=None, **_):
     mine = [e for e in _in_flight(program) if getattr(e, "kind", "") == "mma" and e.owner == who]
     for e in mine[: max(0, len(mine) - int(num_outstanding))]:
         program.scheduler.force(e)
+    issued = program.mma_issued.get(id(program.scheduler.current()), [])
+    complete = issued[: max(0, len(issued) - int(num_outstanding))]  # this wait sees these complete
+    if complete:
+        count = tick(program)[id(program.scheduler.current())]
+        for op in complete:
+            op.seen_at = count
+        del issued[: len(complete)]
     program.scheduler.point()
     if deps is None:
         raise NotSimulated("warpgroup_mma_wait needs deps")
