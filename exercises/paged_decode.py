@@ -48,9 +48,10 @@ def decode_partial_kernel(
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp2 below
-    # TODO: walk the pages first .. last of this slice: the page's number from the block table, its PAGE
-    # TODO: keys (as a (HEAD_DIM, PAGE) tile) and values, the scores of the tokens at or past the context
-    # TODO: set to -inf, and the online softmax of chapter 05 (m_i, l_i, acc, rescaled when m grows).
+    # TODO: walk the pages of this slice, from first up to (not including) last: the page's number from the
+    # TODO: block table, its PAGE keys (as a (HEAD_DIM, PAGE) tile) and values (head_dim is contiguous in
+    # TODO: the caches), the scores of the tokens at or past the context set to -inf, and the online softmax
+    # TODO: of chapter 05 in log2 units (m_i, l_i, acc, rescaled when m grows).
     tl.static_assert(False, "not implemented yet: decode_partial_kernel in exercises/paged_decode.py")
     # a slice past the end of its sequence writes m = -inf, l = 0, acc = 0: weight 0 in the merge
     row = (b * (tl.num_programs(1) * GROUP) + heads) * NUM_SPLITS + split  # (batch, q_heads, NUM_SPLITS)

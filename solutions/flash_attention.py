@@ -82,9 +82,12 @@ def flash_attention_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     # BEGIN SOLUTION
-    # TODO: walk the keys with _attend. Where does the walk stop? Without a mask at seq_len; with a causal
-    # TODO: mask at the end of this tile's last query (tiles wholly above the diagonal are never loaded).
-    # TODO: Split it in two calls at `full`: the tiles before it need no mask (MASKED=False), the rest do.
+    # TODO: walk the keys with two calls of _attend, from 0 to `full` with MASKED=False and from `full` to
+    # TODO: `stop` with MASKED=True. `stop`: seq_len, or with a causal mask the end of this tile's last
+    # TODO: query, min((pid_m + 1) * BLOCK_M, seq_len): tiles wholly above the diagonal are never loaded.
+    # TODO: `full`: a multiple of BLOCK_N at or before the first key that needs a mask, never past
+    # TODO: (seq_len // BLOCK_N) * BLOCK_N; with a causal mask, pid_m * BLOCK_M rounded down to a multiple of
+    # TODO: BLOCK_N (the tile's first query), without one (seq_len // BLOCK_N) * BLOCK_N.
     stop = tl.minimum((pid_m + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
     full = (pid_m * BLOCK_M // BLOCK_N) * BLOCK_N if CAUSAL else (seq_len // BLOCK_N) * BLOCK_N
     full = tl.minimum(full, (seq_len // BLOCK_N) * BLOCK_N)

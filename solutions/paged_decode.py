@@ -46,9 +46,10 @@ def decode_partial_kernel(
     acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp2 below
     # BEGIN SOLUTION
-    # TODO: walk the pages first .. last of this slice: the page's number from the block table, its PAGE
-    # TODO: keys (as a (HEAD_DIM, PAGE) tile) and values, the scores of the tokens at or past the context
-    # TODO: set to -inf, and the online softmax of chapter 05 (m_i, l_i, acc, rescaled when m grows).
+    # TODO: walk the pages of this slice, from first up to (not including) last: the page's number from the
+    # TODO: block table, its PAGE keys (as a (HEAD_DIM, PAGE) tile) and values (head_dim is contiguous in
+    # TODO: the caches), the scores of the tokens at or past the context set to -inf, and the online softmax
+    # TODO: of chapter 05 in log2 units (m_i, l_i, acc, rescaled when m grows).
     for p in range(first, last):
         page = tl.load(block_table_ptr + b * stride_tb + p).to(tl.int64)
         tokens = p * PAGE + offs_t

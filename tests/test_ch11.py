@@ -46,13 +46,31 @@ WRONG_SUBMISSIONS = {
     ),  # fmt: skip
     "ch11_merge_ignores_max": (
         "paged_decode",
-        ("the merge added the slices' sums and outputs as they were", "weigh slice s by exp(m_s - M)"),
+        ("the merge added the slices' sums and outputs as they were", "weigh slice s by exp2(m_s - M)"),
         ("one token (1, 1, 64)",),  # one slice: nothing to merge
     ),
     "ch11_decode_no_context_mask": (
         "paged_decode",
         ("the keys past each sequence's context length, up to the end of its last page, were counted",),
         (),
+    ),
+    # ws_attention (Gluon, in the CPU simulator): a turn barrier waited on a stale phase deadlocks, and the
+    # simulator names who waits on what
+    "ch11_ws_stale_turn": (
+        "ws_attention",
+        ("the kernel deadlocks", "waits on turn["),
+        ("tiny (1, 1, 1, 64)", "one key tile (1, 3, 64, 128)"),
+    ),
+    # the slot freed between the wgmma's issue and its wait: caught on every run, whatever the order
+    "ch11_ws_free_before_wait": (
+        "ws_attention",
+        ("overwrites v_bufs[", "with nothing ordering the write after the warpgroup_mma_wait"),
+        ("tiny (1, 1, 1, 64)", "tail, several key tiles (1, 2, 200, 64)"),  # no slot is refilled there
+    ),
+    "ch11_ws_no_acc_rescale": (
+        "ws_attention",
+        ("elements are off by more than the tolerance", "causal (1, 1, 300, 64)"),
+        ("tiny (1, 1, 1, 64)", "one key tile (1, 3, 64, 128)"),
     ),
     # only grouped heads show it: with one query head a KV head, h % kv_heads == h // 1
     "ch11_decode_head_modulo": (
@@ -65,6 +83,7 @@ WRONG_SUBMISSIONS = {
 RIGHT = {
     "ch11_attention_one_loop": "flash_attention",  # one masked loop, exp, 32 x 32 tiles, grid axes swapped
     "ch11_decode_no_split": "paged_decode",  # no split, no merge, no tl.dot
+    "ch11_ws_hand_over_late": "ws_attention",  # the turn handed over after the wait: less overlap, right
 }
 
 
@@ -123,6 +142,19 @@ def test_the_diagnoses_name_only_their_mistake():
     assert "not multiplied by sm_scale" in spec.diagnose(inputs, ch11.attention_reference(*args[:4], 1.0), case)
     assert "also attended to the key after it" in spec.diagnose(inputs, ch11.attention_reference(*args, shift=1), case)
     assert "key tiles of 32" in spec.diagnose(inputs, ch11._no_rescale(*args, 32), case)
+    assert "but the output accumulator was not" in spec.diagnose(
+        inputs, ch11._no_rescale(*args, 64, sum_rescaled=True), case
+    )
+    # keys past seq_len counted as zeros: only a non-causal case can show it
+    tail = next(c for c in spec.all_cases(runtime.MODE) if c.label == "tail")
+    made = spec.make_inputs(tail, torch.Generator().manual_seed(2))
+    inputs = {k: (v.double() if torch.is_tensor(v) else v) for k, v in made.items()}
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    zeros = k.new_zeros(*k.shape[:-2], 28, k.shape[-1])  # 100 keys padded to 128
+    padded = ch11.attention_reference(
+        q, torch.cat([k, zeros], -2), torch.cat([v, zeros], -2), False, inputs["sm_scale"]
+    )
+    assert "28 keys past seq_len (up to 128, the end of the last key tile)" in spec.diagnose(inputs, padded, tail)
 
 
 def test_hidden_cases_of_chapter_11_need_only_a_shape(tmp_path):
@@ -178,3 +210,36 @@ def test_the_layer_profile_script_runs(tmp_path):
     assert {r["phase"] for r in rows} == {"prefill", "decode"} and {"attention", "the layer"} <= {
         r["part"] for r in rows
     }
+
+
+def test_a_slot_freed_before_its_wait_fails_under_every_order(tmp_path):
+    """The simulator's happens-before rule for wgmma reads: the mistake fails whatever order the seed picks
+    (before the rule it passed on most orders: the copy had to be issued inside the window)."""
+    from course_lib import gluon_cpu
+    from course_lib.gluon_cpu.language import ProtocolError
+
+    module = _load(WRONG / "ch11_ws_free_before_wait" / "ws_attention.py")
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 300, 64, generator=gen).to(torch.float16) for _ in range(3))
+    for seed in range(6):
+        with pytest.raises(ProtocolError, match="nothing ordering the write after the warpgroup_mma_wait"):
+            with gluon_cpu.launches_simulated(seed=seed, event_weight=(0.2, 1.0, 5.0)[seed % 3]):
+                module.ws_attention(q, k, v, torch.empty_like(q), True, 0.125, sms=1 + seed % 2)
+
+
+def test_the_ws_attention_judge_wants_two_consumer_warpgroups():
+    facts = {"launches": 1, "kernel": "k", "gluon": True, "warp_specialize": 1, "worker_warps": [1],
+             "worker_regs": [40], "setmaxnreg": ["inc 240"], "wgmma": 4, "tma_loads": 3, "expect_tx": 1,
+             "mbarrier_waits": 4, "num_warps": 5, "shared": 1 << 17, "probe": "p"}  # fmt: skip
+    verdicts = ch11.judge_ws_attention(facts)
+    assert any(not ok and "no second consumer warpgroup" in summary for ok, summary, _ in verdicts)
+    assert all(ok for ok, _, _ in ch11.judge_ws_attention({**facts, "worker_warps": [4, 1], "num_warps": 9}))
+
+
+def _load(path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.parent.name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -118,9 +118,10 @@ def _sdpa_backends(case: Case) -> dict:
     }
 
 
-def _no_rescale(q, k, v, causal, sm_scale, block_n: int) -> torch.Tensor:
+def _no_rescale(q, k, v, causal, sm_scale, block_n: int, sum_rescaled: bool = False) -> torch.Tensor:
     """Attention as a kernel computes it that walks the keys in tiles of ``block_n`` and keeps the running
-    max, but adds each tile's exp(s - m_new) to the sum and output without rescaling what came before."""
+    max, but adds each tile's exp(s - m_new) to the output (and, unless ``sum_rescaled``, to the sum)
+    without rescaling what came before."""
     scores = q @ k.transpose(-1, -2) * sm_scale
     mask = _scores_mask(q.shape[-2], k.shape[-2], causal, 0, q.device)
     if mask is not None:
@@ -130,9 +131,11 @@ def _no_rescale(q, k, v, causal, sm_scale, block_n: int) -> torch.Tensor:
     acc = torch.zeros(*scores.shape[:-1], v.shape[-1], dtype=scores.dtype, device=scores.device)
     for start in range(0, scores.shape[-1], block_n):
         s = scores[..., start : start + block_n]
-        m = torch.maximum(m, s.amax(dim=-1))
-        p = torch.exp(s - m[..., None]).nan_to_num(0.0)
-        total = total + p.sum(dim=-1)
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[..., None]).nan_to_num(0.0)
+        alpha = torch.exp(m - m_new).nan_to_num(0.0) if sum_rescaled else 1.0
+        total = total * alpha + p.sum(dim=-1)
+        m = m_new
         acc = acc + p @ v[..., start : start + block_n, :]
     return acc / total[..., None]
 
@@ -163,6 +166,18 @@ def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | No
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n)):
             return (f"with key tiles of {block_n}, the running sum and the output were not rescaled when a tile "
                     "raised the max: multiply both by exp(m_old - m_new) before adding the new tile")  # fmt: skip
+        if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n, sum_rescaled=True)):
+            return (f"with key tiles of {block_n}, the running sum was rescaled when a tile raised the max, but the "
+                    "output accumulator was not: multiply acc by the same exp(m_old - m_new)")  # fmt: skip
+        seq = k.shape[-2]
+        padded = -(-seq // block_n) * block_n
+        if not causal and padded > seq:  # (causal: the mask already drops keys past the last query)
+            zeros = k.new_zeros(*k.shape[:-2], padded - seq, k.shape[-1])
+            k_pad, v_pad = torch.cat([k, zeros], dim=-2), torch.cat([v, zeros], dim=-2)
+            if matches(attention_reference(q, k_pad, v_pad, False, scale)):
+                return (f"the {padded - seq} keys past seq_len (up to {padded}, the end of the last key tile) were "
+                        "loaded as 0 and counted, a score of 0 each: set their scores to -inf "
+                        "(offs_n < seq_len)")  # fmt: skip
     return None
 
 
@@ -300,8 +315,10 @@ register(
             "At the end, out = acc / l.",
             "Masks: keys past seq_len score -inf; when causal, key j is kept for query i only if j <= i. "
             "Start m at -inf: the first tile always holds key 0, so no row is all -inf.",
-            "Causal: tiles wholly above the diagonal hold only masked scores. Stop the walk at "
-            "min((pid_m + 1) * BLOCK_M, seq_len); the tiles before pid_m * BLOCK_M need no mask at all.",
+            "Where the walk stops: seq_len, or when causal min((pid_m + 1) * BLOCK_M, seq_len): tiles wholly above "
+            "the diagonal hold only masked scores. Where it splits (full): (seq_len // BLOCK_N) * BLOCK_N without "
+            "a causal mask; with one, (pid_m * BLOCK_M // BLOCK_N) * BLOCK_N, and never past (seq_len // BLOCK_N) "
+            "* BLOCK_N: the tiles before it need no mask at all.",
             "exp(x) = exp2(x * log2(e)): fold log2(e) into the scale once, and use tl.math.exp2.",
         ],
     )
@@ -391,9 +408,11 @@ def _decode_baseline(q, k_cache, v_cache, block_table, context_lens, sm_scale):
     return decode_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale)
 
 
-def _merged_without_max(q, k_cache, v_cache, block_table, context_lens, sm_scale, pages_per_split: int):
+def _merged_without_max(q, k_cache, v_cache, block_table, context_lens, sm_scale, pages_per_split: int,
+                        natural_exp: bool = False):  # fmt: skip
     """Decode as a split-KV kernel computes it whose merge adds the slices' sums and outputs as they are,
-    each measured against its own slice's max, for slices of ``pages_per_split`` pages."""
+    each measured against its own slice's max, for slices of ``pages_per_split`` pages. ``natural_exp``:
+    the merge weighs them, but by exp(m_s - M) of maxima in log2 units (exp where exp2 belongs)."""
     batch, q_heads, dim = q.shape
     page, kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = q_heads // kv_heads
@@ -404,13 +423,18 @@ def _merged_without_max(q, k_cache, v_cache, block_table, context_lens, sm_scale
         k = k_cache[pages].reshape(-1, kv_heads, dim)[:n].repeat_interleave(group, dim=1)
         v = v_cache[pages].reshape(-1, kv_heads, dim)[:n].repeat_interleave(group, dim=1)
         scores = torch.einsum("hd,nhd->hn", q[b], k) * sm_scale
-        total = torch.zeros(q_heads, dtype=scores.dtype)
-        acc = torch.zeros(q_heads, dim, dtype=scores.dtype)
+        parts = []
         for start in range(0, n, pages_per_split * page):
             s = scores[:, start : start + pages_per_split * page]
-            e = torch.exp(s - s.amax(dim=1, keepdim=True))
-            total = total + e.sum(dim=1)
-            acc = acc + torch.einsum("hn,nhd->hd", e, v[start : start + pages_per_split * page])
+            top = s.amax(dim=1, keepdim=True)
+            e = torch.exp(s - top)
+            parts.append(
+                (top[:, 0], e.sum(dim=1), torch.einsum("hn,nhd->hd", e, v[start : start + pages_per_split * page]))
+            )
+        tops = torch.stack([t for t, _, _ in parts]) * 1.4426950408889634  # (slices, heads), in log2 units
+        weights = torch.exp(tops - tops.amax(dim=0)) if natural_exp else torch.ones_like(tops)
+        total = sum(w * part[1] for w, part in zip(weights, parts))
+        acc = sum(w[:, None] * part[2] for w, part in zip(weights, parts))
         rows.append(acc / total[:, None])
     return torch.stack(rows)
 
@@ -422,13 +446,24 @@ def _decode_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
     if compare(got, decode_reference(*args, round_up=True), tol, poisoned=False).ok:
         return ("the keys past each sequence's context length, up to the end of its last page, were counted: "
                 "mask the tokens at positions >= context_lens[b] (their scores -inf)")  # fmt: skip
+    in_order = inputs["block_table"].clone()
+    in_order[:] = torch.arange(in_order.shape[1], dtype=in_order.dtype)
+    if (
+        in_order.shape[1] <= inputs["k_cache"].shape[0]
+        and compare(got, decode_reference(*args[:3], in_order, *args[4:]), tol, poisoned=False).ok
+    ):
+        return ("each sequence read pages 0, 1, 2, ... of the cache: the page of its p-th block of tokens is "
+                "block_table[b, p], wherever that page lies")  # fmt: skip
     for pages_per_split in range(1, inputs["block_table"].shape[1]):
+        if compare(got, _merged_without_max(*args, pages_per_split, natural_exp=True), tol, poisoned=False).ok:
+            return ("the merge weighed each slice by exp(m_s - M), but the partial kernel's maxima are in log2 units "
+                    "(its scores were scaled by log2 e): weigh by exp2(m_s - M)")  # fmt: skip
         if compare(got, _merged_without_max(*args, pages_per_split), tol, poisoned=False).ok:
             slices = f"{pages_per_split} page" + ("s" if pages_per_split > 1 else "")
             return (
                 f"with slices of {slices}, the merge added the slices' sums and outputs as they were, each "
-                "measured against its own slice's max: weigh slice s by exp(m_s - M), M the largest m_s, "
-                "before adding"
+                "measured against its own slice's max: weigh slice s by exp2(m_s - M), M the largest m_s (maxima "
+                "in log2 units, as the partial kernel's are), before adding"
             )
     q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
     kv_heads = k_cache.shape[2]
@@ -494,8 +529,153 @@ register(
             "them together as a (GROUP, HEAD_DIM) tile, so each key is read once for all of them.",
             "Each slice keeps its own online softmax (m, l, acc) and writes it out unnormalized: m and l per "
             "(sequence, query head, slice), acc per (sequence, query head, slice, dim), in float32.",
-            "The merge: M = max over slices of m; w_s = exp(m_s - M); out = sum_s(w_s * acc_s) / sum_s(w_s * l_s). "
-            "A slice past the end of a sequence has m = -inf and weight 0.",
+            "The merge: M = max over slices of m; w_s = exp2(m_s - M) (the partial kernel's maxima are in log2 "
+            "units: its scores were scaled by log2 e); out = sum_s(w_s * acc_s) / sum_s(w_s * l_s). A slice past "
+            "the end of a sequence has m = -inf and weight 0.",
+        ],
+    )
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# FlashAttention-3's structure in Gluon on Hopper: a TMA producer warp, two consumer warpgroups in
+# ping-pong, the softmax of one warpgroup beside the other's GEMMs. Graded like chapter 09's ws_matmul:
+# on a Hopper GPU, and in CPU mode in course_lib.gluon_cpu (which checks the barrier protocol as the
+# kernel runs), then compiled for sm_90 for its structure.
+
+# (batch, heads, seq_len, head_dim), causal, programs of the persistent grid: tails, one and several key
+# tiles, both head dims, work items that wrap round the programs (phases carried from one into the next)
+WS_ATTENTION_CPU = [
+    ((1, 1, 1, 64), BF16, "tiny", False, 1),
+    ((1, 3, 64, 128), F16, "one key tile", False, 2),
+    ((1, 2, 200, 64), BF16, "tail, several key tiles", False, 2),
+    ((1, 1, 300, 64), F16, "causal", True, 2),
+    ((2, 1, 130, 128), BF16, "head dim 128, causal", True, 3),
+    ((2, 2, 70, 64), BF16, "work items wrap round the programs", True, 1),
+]
+WS_ATTENTION_GPU = [
+    ((1, 1, 1, 64), BF16, "tiny", False),
+    ((1, 2, 200, 64), BF16, "tail", False),
+    ((2, 4, 1000, 128), BF16, "large, causal", True),
+    ((1, 8, 2048, 64), F16, "large", False),
+    ((3, 2, 777, 128), F16, "ragged, causal", True),
+]
+WS_ATTENTION_PROBE = (2, 4, 1024, 128)  # the launch compiled for the structural checks (CPU tensors, never run)
+
+
+def _ws_attention_cases(mode: str) -> list[Case]:
+    if mode == runtime.CPU:
+        return [Case(s, d, label, params=(("causal", c), ("programs", n))) for s, d, label, c, n in WS_ATTENTION_CPU]
+    return [Case(s, d, label, gpu_only=True, params=(("causal", c),)) for s, d, label, c in WS_ATTENTION_GPU]
+
+
+def _ws_attention_inputs(case: Case, gen: torch.Generator) -> dict:
+    made = _attention_inputs(case, gen)  # contiguous (batch, heads, seq_len, head_dim): TMA's 3-D view
+    if "programs" in case.options:
+        made["sms"] = int(case.options["programs"])
+    return made
+
+
+def ws_attention_reference(q, k, v, causal, sm_scale, sms=None):
+    return attention_reference(q, k, v, causal, sm_scale)
+
+
+def probe_ws_attention(module, entry) -> dict:
+    """In the worker: the learner's launch on CPU tensors, recorded and stopped, compiled for sm_90."""
+    from .. import compilation
+    from .ch09_pipelining import ws_facts
+
+    q = torch.zeros(WS_ATTENTION_PROBE, dtype=BF16)
+    found = compilation.compile_first_launch(entry, q, q.clone(), q.clone(), torch.empty_like(q), True, 0.088, sms=132)
+    if found is None:
+        return {"launches": 0}
+    kernel, compiled = found
+    facts = ws_facts(compiled, getattr(kernel, "__name__", "kernel"), type(kernel).__name__)
+    return {**facts, "probe": f"a causal attention of shape {WS_ATTENTION_PROBE}, bfloat16"}
+
+
+def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
+    if not facts.get("launches"):
+        return [(False, "the launcher launched no kernel", ["ws_attention(...) must launch ws_attention_kernel"])]
+    where = f"`{facts.get('kernel')}` compiled for sm_90 as your launcher launched it on {facts.get('probe')}"
+    if not facts.get("gluon"):
+        return [(False, "the kernel is no Gluon kernel", [f"{where} is a @triton.jit kernel: this task is the Gluon "
+                 "(@gluon.jit) kernel of the exercise, with gl.warp_specialize"])]  # fmt: skip
+    workers = facts.get("worker_warps", [])
+    if not facts.get("warp_specialize"):
+        return [(False, "the kernel has no warp-specialized region", [f"{where}: its TTGIR has no "
+                 "ttg.warp_specialize: keep the exercise's gl.warp_specialize with the two consumers and the "
+                 "producer"])]  # fmt: skip
+    checks = [(True, "warp-specialized", [
+        f"{where}: ttg.warp_specialize with worker partitions of {workers} warps, {facts.get('worker_regs')} "
+        f"registers requested; setmaxnreg {', '.join(facts.get('setmaxnreg', [])) or 'none'}; {facts.get('wgmma')} "
+        f"wgmma.mma_async, {facts.get('tma_loads')} TMA loads, {facts.get('mbarrier_waits')} mbarrier waits; "
+        f"{facts.get('shared', 0) // 1024} KB of shared memory"])]  # fmt: skip
+    if 4 not in workers or facts.get("num_warps", 0) < 9:
+        checks.append((False, "no second consumer warpgroup: the ping-pong needs two", [
+            f"{where}: worker partitions of {workers} warps. FlashAttention-3's structure has two consumer "
+            "warpgroups of 4 warps (the default partition and a worker of 4) that take turns at the tensor "
+            "cores, and a producer of 1 warp"]))  # fmt: skip
+    for key, what, fix in (
+        ("wgmma", "no wgmma in the PTX", "both GEMMs are warpgroup MMAs, their results kept"),
+        ("tma_loads", "no TMA loads in the PTX", "the producer copies Q, K and V tiles with TMA"),
+        ("expect_tx", NO_EXPECT_TX, "before a slot's copies: mbarrier.expect(ready.index(s), k and v's bytes)"),
+    ):  # fmt: skip
+        if not facts.get(key):
+            checks.append((False, what, [f"{where}: {fix}"]))
+    if not any(s.startswith("inc") for s in facts.get("setmaxnreg", [])):
+        checks.append((False, "registers are not moved to the consumers (no setmaxnreg in the PTX)", [
+            "give the producer few registers (worker_num_regs): the consumers hold two accumulators "
+            "each"]))  # fmt: skip
+    return checks
+
+
+NO_EXPECT_TX = "no mbarrier.expect in the PTX: the ready barriers are never told how many bytes to wait for"
+
+register(
+    TaskSpec(
+        name="ws_attention",
+        chapter="11",
+        title="FlashAttention-3's structure in Gluon: a TMA producer, two consumer warpgroups in ping-pong (Hopper)",
+        entry="ws_attention",
+        make_inputs=_ws_attention_inputs,
+        reference=ws_attention_reference,
+        baseline=lambda q, k, v, causal, sm_scale, sms=None: _attention_baseline(q, k, v, causal, sm_scale),
+        cases=_ws_attention_cases,
+        tolerance=ATTENTION_TOLERANCE,
+        diagnose=_attention_diagnose,
+        bytes_moved=_attention_bytes,
+        flops=_attention_flops,
+        tensor_cores=True,
+        bench_cases=[
+            Case((4, 32, 8192, 128), BF16, "bench", params=(("causal", False),)),
+            Case((4, 32, 8192, 128), BF16, "bench causal", params=(("causal", True),)),
+            Case((16, 16, 2048, 64), BF16, "bench d64", params=(("causal", False),)),
+        ],
+        bench_variants=lambda case: {
+            k: (lambda q, k_, v, causal, sm_scale, sms=None, f=f: f(q, k_, v, causal, sm_scale))
+            for k, f in _sdpa_backends(case).items()
+        },  # fmt: skip
+        needs="hopper",
+        simulated=True,
+        probe=f"{__name__}:probe_ws_attention",
+        judge=judge_ws_attention,
+        timeout_s=120.0,
+        hints=[
+            "The turn of key tile j >= 1 is key tile 0's turn (written above it) with one more GEMM: "
+            "mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE)); scores = warpgroup_mma(q_tile, k_t, s_zero, "
+            "use_acc=False, is_async=True); then acc = warpgroup_mma(p, the previous slot's v tile reshaped to "
+            "[BLOCK_N, HEAD_DIM], acc, is_async=True); mbarrier.arrive(turn.index(1 - ROLE), count=1); turns += 1.",
+            "Hand the turn over right after issuing, before waiting: the other warpgroup's GEMMs then run while "
+            "this one waits and computes its softmax. Then scores, acc = warpgroup_mma_wait(num_outstanding=0, "
+            "deps=(scores, acc)), and only then free the previous slot: mbarrier.arrive(empty.index(prev), count=1).",
+            "_softmax_step is chapter 11's online softmax with exp2: scores = gl.where(keep, scores * qk_scale, "
+            "-inf); m_new = gl.maximum(m_i, gl.max(scores, axis=1)); probs = gl.exp2(scores - "
+            "gl.expand_dims(m_new, 1)); alpha = gl.exp2(m_i - m_new); l_i = l_i * alpha + gl.sum(probs, axis=1).",
+            "acc lives in o_layout, alpha in the scores' row layout: acc * gl.expand_dims(gl.convert_layout(alpha, "
+            "gl.SliceLayout(1, o_layout)), 1). Return gl.convert_layout(probs.to(dtype), p_layout), m_new, l_i, acc. "
+            "CPU mode runs your cases in the course's Gluon simulator (a protocol mistake is named there), then "
+            "compiles the kernel for sm_90 and checks its structure; its speed needs a Hopper GPU.",
         ],
     )
 )

@@ -1,0 +1,145 @@
+"""Chapter 11's Gluon kernel (solutions/ws_attention.py, FlashAttention-3's structure on Hopper) outside the
+grader: run in the CPU simulator over many seeds, compiled for sm_90, and timed on a GPU beside SDPA's
+backends and the course's Triton kernel (solutions/flash_attention.py).
+
+    python scripts/gluon_attention.py --simulate [--seeds 12]  # CPU: the simulator, values and protocol
+    python scripts/gluon_attention.py --compile      # CPU: compile for sm_90, count wgmma and setmaxnreg
+    python scripts/gluon_attention.py --bench OUT    # H200: time against SDPA's backends and the Triton kernel
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import course_lib  # noqa: E402, F401  (first: it picks the mode)
+import torch  # noqa: E402
+
+
+def _load_solution(name):
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "solutions" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ws = _load_solution("ws_attention")
+attention_ws = ws.ws_attention
+
+
+def _reference(q, k, v, causal, scale):
+    s = q.double() @ k.double().transpose(-1, -2) * scale
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v.double()
+
+
+def simulate(seeds: int = 1) -> int:
+    """Each shape under ``seeds`` orders of events (and 1 to 3 programs): values against float64, and the
+    barrier protocol, which the simulator checks as the kernel runs."""
+    from course_lib import gluon_cpu
+
+    failures = 0
+    shapes = [((1, 2, 200, 64), False), ((1, 1, 300, 64), True), ((2, 1, 130, 128), True), ((1, 2, 64, 128), False),
+              ((2, 1, 70, 64), True)]  # fmt: skip
+    for seed in range(seeds):
+        for (B, H, S, D), causal in shapes:
+            gen = torch.Generator().manual_seed(seed)
+            q, k, v = (torch.randn(B, H, S, D, generator=gen).to(torch.bfloat16) for _ in range(3))
+            out = torch.full_like(q, float("nan"))
+            start = time.perf_counter()
+            try:
+                with gluon_cpu.launches_simulated(seed=seed, event_weight=(0.2, 1.0, 5.0)[seed % 3]):
+                    attention_ws(q, k, v, out, causal, D**-0.5, sms=1 + seed % 3)
+            except Exception as e:  # a protocol error or a deadlock, named by the simulator
+                failures += 1
+                print(f"BAD seed {seed} {(B, H, S, D)} causal={causal}: {type(e).__name__}: {e}"[:400])
+                continue
+            expected = _reference(q, k, v, causal, D**-0.5)
+            error = ((out.double() - expected).norm() / expected.norm()).item()
+            ok = error < 8e-3 and not torch.isnan(out).any()
+            failures += not ok
+            print(f"{'ok ' if ok else 'BAD'} seed {seed} {(B, H, S, D)} causal={causal}: relative error {error:.1e} "
+                  f"({time.perf_counter() - start:.1f} s)")  # fmt: skip
+    return 1 if failures else 0
+
+
+def compile_sm90() -> int:
+    from course_lib import compilation
+
+    for D in (64, 128):
+        for causal in (False, True):
+            q = torch.empty(2, 4, 1024, D, dtype=torch.bfloat16)
+            launches = compilation.recorded_launches(attention_ws, q, q.clone(), q.clone(), q.clone(), causal, 0.1)
+            compiled = compilation.compile_launch(launches[-1])
+            ptx = compilation.asm(compiled, "ptx")
+            print(f"D={D} causal={causal}: wgmma {ptx.count('wgmma.mma_async')}, setmaxnreg "
+                  f"{sorted(set(line.split()[-1] for line in ptx.splitlines() if 'setmaxnreg' in line))}, shared "
+                  f"{compiled.metadata.shared} bytes")  # fmt: skip
+    return 0
+
+
+def bench(out_dir: str) -> int:
+    from course_lib import runtime, timing
+    from course_lib.tasks import ch11_attention as ch11
+
+    fa = _load_solution("flash_attention")
+    rows = []
+    for (B, H, S, D), causal in [((4, 32, 8192, 128), False), ((4, 32, 8192, 128), True), ((16, 16, 2048, 64), False)]:
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        flops = 4 * B * H * D * (S * (S + 1) // 2 if causal else S * S)
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        variants = {"gluon_ws": lambda: attention_ws(q, k, v, out, causal, D**-0.5),
+                    "triton_course": lambda: fa.flash_attention(q, k, v, out, causal, D**-0.5)}  # fmt: skip
+        for name, fn in ch11._sdpa_backends(None).items():
+            variants[name] = lambda fn=fn: fn(q, k, v, causal, D**-0.5)
+        for name, fn in variants.items():
+            out = torch.empty_like(q)
+            try:
+                got = fn()
+                got = out if got is None else got
+                err = ((got.float() - expected.float()).norm() / expected.float().norm()).item()
+                t = timing.bench(fn)
+                rows.append({"variant": name, "shape": [B, H, S, D], "causal": causal, "median_ms": t.median_ms,
+                             "p20_ms": t.p20_ms, "p80_ms": t.p80_ms, "tflops": flops / t.median_ms / 1e9,
+                             "rel_error": err})  # fmt: skip
+                print(f"{name:<16} {(B, H, S, D)} causal={causal}: {t.median_ms:.3f} ms, {flops / t.median_ms / 1e9:.0f} "
+                      f"TFLOP/s, error {err:.1e}")  # fmt: skip
+            except Exception as e:  # a backend that does not run at this shape: said, not fatal
+                rows.append({"variant": name, "shape": [B, H, S, D], "causal": causal, "error": repr(e)[:300]})
+                print(f"{name:<16} {(B, H, S, D)} causal={causal}: {e!r}"[:300])
+    meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d"),
+            "method": "course_lib.timing.bench (CUDA events, L2 flushed, median)"}  # fmt: skip
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "experiment_attention_h200.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--simulate", action="store_true")
+    parser.add_argument("--seeds", type=int, default=1, help="--simulate: orders of events per shape")
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--bench", metavar="OUT")
+    args = parser.parse_args()
+    code = 0
+    if args.simulate:
+        code |= simulate(args.seeds)
+    if args.compile:
+        code |= compile_sm90()
+    if args.bench:
+        code |= bench(args.bench)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
