@@ -20,7 +20,8 @@
 #   decode      scripts/experiments_gemm.py decode: chapter 07's decode kernels and split-K, to results/
 #   gluon       scripts/gluon_gpu_outputs.py: chapters 09-10's Gluon kernels on the GPU and in the CPU simulator
 #   attention   chapter 11: its solutions checked, benched beside SDPA's backends (bench_attention_h200.json),
-#               and the layer's parts timed at prefill and decode (experiment_attention_layer_h200.json)
+#               the layer's parts timed at prefill and decode (experiment_attention_layer_h200.json), and
+#               the Gluon kernel beside SDPA's backends and the Triton kernel (experiment_attention_h200.json)
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -147,14 +148,16 @@ step_gluon() {
   cut -c1-400 "$OUT/gluon.txt" | tail -12
 }
 step_attention() {
-  $py -m course_lib check flash_attention paged_decode --solutions > "$OUT/attention_check.txt" 2>&1
+  $py -m course_lib check flash_attention paged_decode ws_attention --solutions > "$OUT/attention_check.txt" 2>&1
   tail -4 "$OUT/attention_check.txt"
-  timeout "${ATTENTION_BENCH_S:-400}" $py -m course_lib bench flash_attention paged_decode \
+  timeout "${ATTENTION_BENCH_S:-400}" $py -m course_lib bench flash_attention paged_decode ws_attention \
     --record "$OUT/bench_attention_h200.json" > "$OUT/attention_bench.txt" 2>&1
   tail -30 "$OUT/attention_bench.txt"
   timeout 200 $py scripts/attention_layer_profile.py --out "$OUT/experiment_attention_layer_h200.json" \
     > "$OUT/attention_layer.txt" 2>&1
   cat "$OUT/attention_layer.txt"
+  timeout 300 $py scripts/gluon_attention.py --bench "$OUT" > "$OUT/attention_gluon.txt" 2>&1
+  cat "$OUT/attention_gluon.txt"
 }
 step_gpu_tests() {
   if $py -c "import pytest" 2>/dev/null; then
