@@ -105,7 +105,7 @@ def _sdpa_backends(case: Case) -> dict:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     def pinned(backend):
-        def run(q, k, v, causal, sm_scale):
+        def run(q, k, v, causal, sm_scale, **_):  # (ws_attention's inputs have sms in CPU mode)
             with sdpa_kernel(backend):
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=sm_scale)
 
@@ -652,10 +652,7 @@ register(
             Case((4, 32, 8192, 128), BF16, "bench causal", params=(("causal", True),)),
             Case((16, 16, 2048, 64), BF16, "bench d64", params=(("causal", False),)),
         ],
-        bench_variants=lambda case: {
-            k: (lambda q, k_, v, causal, sm_scale, sms=None, f=f: f(q, k_, v, causal, sm_scale))
-            for k, f in _sdpa_backends(case).items()
-        },  # fmt: skip
+        bench_variants=_sdpa_backends,
         needs="hopper",
         simulated=True,
         probe=f"{__name__}:probe_ws_attention",
