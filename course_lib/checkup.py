@@ -295,7 +295,11 @@ def peaks_finding(info: runtime.GpuInfo | None) -> Finding:
     name = info.name if info else roofline.REFERENCE_GPU
     shared = roofline.shared_file(name)
     if shared is not None:
-        if not shared.is_file():
+        try:
+            exists = shared.is_file()
+        except OSError as err:  # a folder this user may not enter
+            return Finding(WARN, "roofline peaks", f"{shared}: {err.strerror or err}: each user measures")
+        if not exists:
             return Finding(WARN, "roofline peaks", f"{shared} does not exist: an administrator runs "
                            "python -m course_lib peaks --shared on this machine's GPU")  # fmt: skip
         problem = roofline.untrusted(shared)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -69,13 +70,16 @@ def acquire_between_users(path: Path, within_s: float) -> int | None:
     if fcntl is None:
         return None
     fd = None
+    # O_NONBLOCK: a FIFO put at the path by another user must not block the open (O_NOFOLLOW does not stop
+    # one); the descriptor is checked to be a regular file below
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     for _ in range(3):  # created or removed between the two opens: try again
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(path, flags)
             break
         except FileNotFoundError:
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
                 os.fchmod(fd, 0o644)  # readable by every user, whatever this process's umask
                 break
             except FileExistsError:
@@ -85,6 +89,13 @@ def acquire_between_users(path: Path, within_s: float) -> int | None:
         except OSError:
             return None
     if fd is None:
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:  # a FIFO, a device, a folder: no lock to take there, go on unlocked
+        os.close(fd)
         return None
     end = time.monotonic() + within_s
     try:

@@ -30,6 +30,7 @@ from pathlib import Path
 TRITON_SPEC = "triton>=3.6,<3.10"
 TRITON_RANGE = ((3, 6), (3, 10))
 GPU_MIN_CAPABILITY = (8, 0)  # Triton's own floor
+GPU_TORCH = (2, 10)  # each CUDA torch pins one Triton: 2.10 is the first with 3.6
 # what the notebooks import besides torch and triton (jupyterlab is the host's own)
 RUNTIME_PACKAGES = ("numpy", "matplotlib", "tqdm", "ipywidgets")
 CPU_TORCH = ["torch", "--index-url", "https://download.pytorch.org/whl/cpu"]
@@ -54,6 +55,8 @@ def plan(gpu: tuple[str, tuple[int, int]] | None, versions: dict[str, str | None
     installed version of torch, triton and each of RUNTIME_PACKAGES (None when missing)."""
     triton = _version(versions.get("triton"))
     triton_ok = triton is not None and TRITON_RANGE[0] <= triton[:2] < TRITON_RANGE[1]
+    torch_version = _version(versions.get("torch"))
+    torch_ok = torch_version is not None and torch_version[:2] >= GPU_TORCH  # its own Triton is 3.6 or newer
     installs: list[list[str]] = []
     if gpu is None:
         mode, why = "cpu", "no NVIDIA GPU here: kernels run in Triton's interpreter"
@@ -66,7 +69,7 @@ def plan(gpu: tuple[str, tuple[int, int]] | None, versions: dict[str, str | None
                 "interpreter (for GPU mode, choose an A100, L4 or H100 runtime)"
             ),
         )
-    elif not triton_ok:
+    elif not (triton_ok and torch_ok):  # (a Triton installed here earlier beside an older torch: still CPU)
         mode, why = (
             "cpu",
             (

@@ -26,12 +26,14 @@ _SETUP = """\
 import importlib.util, os, pathlib, runpy, subprocess
 if importlib.util.find_spec("course_lib") is None:
     REPO = os.environ.get("COURSE_REPO") or "{repo}"
-    HOME = pathlib.Path(os.environ.get("COURSE_HOME", "{home}")).resolve()
+    HOME = pathlib.Path(os.environ.get("COURSE_HOME", "{home}")).expanduser().resolve()
+    if "COURSE_HOME" not in os.environ and (pathlib.Path.cwd().parent / "course_lib" / "hosted.py").is_file():
+        HOME = pathlib.Path.cwd().parent  # this notebook's own course folder, in a Jupyter without course_lib
     if not (HOME / "course_lib" / "hosted.py").is_file():
         if not REPO:
             raise RuntimeError("this copy names no repository to fetch the course from: set COURSE_REPO "
                                f"to its git URL, or put the course folder at {{HOME}}")
-        subprocess.run(["git", "clone", "--depth", "1", REPO, str(HOME)], check=True)
+        subprocess.run(["git", "clone", "--depth", "1", "--", REPO, str(HOME)], check=True)
     runpy.run_path(str(HOME / "course_lib" / "hosted.py"), run_name="__main__")"""
 
 GITHUB = re.compile(r"^https://github\.com/([A-Za-z0-9][A-Za-z0-9_.-]*)/([A-Za-z0-9][A-Za-z0-9_.-]*?)(?:\.git)?/?$")
@@ -43,13 +45,19 @@ def setup_source(repo: str = "") -> str:
     return _SETUP.format(repo=repo, home=HOME_NAME)
 
 
+def _branch(branch: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", branch) or ".." in branch:
+        raise ValueError(f"not a branch name: {branch!r}")
+    return branch
+
+
 def links_source(repo: str, branch: str, notebook: str) -> str:
     """The markdown of a notebook's Colab and Kaggle links (``repo``: https://github.com/ORG/NAME)."""
     match = GITHUB.match(repo)
     if match is None:
         raise ValueError(f"Colab and Kaggle open notebooks from GitHub: {repo!r} is not https://github.com/ORG/NAME")
     org, name = match.groups()
-    path = f"{org}/{name}/blob/{branch}/notebooks/{notebook}"
+    path = f"{org}/{name}/blob/{_branch(branch)}/notebooks/{notebook}"
     return (
         f"[Open in Colab](https://colab.research.google.com/github/{path}) · "
         f"[Open in Kaggle](https://kaggle.com/kernels/welcome?src=https://github.com/{path}) · "

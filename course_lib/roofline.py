@@ -69,6 +69,7 @@ REFERENCE_GPU = "H200"  # the GPU the course's recorded results come from
 
 # A measured figure under this share of the datasheet's: the GPU was shared (or throttled) meanwhile.
 PLAUSIBLE_SHARE = 0.5
+PLAUSIBLE_ABOVE = 1.5  # figures past 1.5 times the datasheet's: a written file, not a measurement
 # A kernel above this fraction of the roofline: the peaks it was measured against were too low.
 OVER_ROOFLINE = 1.05
 # After a measurement fell back to the datasheet, other processes use the datasheet too (instead
@@ -154,6 +155,9 @@ def implausible(peaks: Peaks, gpu_name: str | None = None) -> str | None:
     for got, want, what, unit in figures:
         if got is not None and got < PLAUSIBLE_SHARE * want:
             return f"measured {_figure(got)} {what}, under half of the {_figure(want)} {unit} datasheet figure"
+        if got is not None and got > PLAUSIBLE_ABOVE * want:  # no GPU beats its datasheet by half again
+            return (f"{_figure(got)} {what}, more than {PLAUSIBLE_ABOVE:g} times the {_figure(want)} {unit} "
+                    "datasheet figure")  # fmt: skip
     return None
 
 
@@ -181,12 +185,32 @@ def _machine_lock_file(gpu_name: str) -> Path:
 
 
 def untrusted(path: Path) -> str | None:
-    """Why a shared peaks file cannot be trusted, or None: it and its folder must be neither links nor
-    writable by group or others (a learner who could write it would set every user's roofline)."""
-    return _open_to_others(path.parent) or _open_to_others(path)
+    """Why a shared peaks file cannot be trusted, or None. A learner who could write it, or make or rename
+    a folder on its path, would set every user's roofline, so: the file and its folder belong to root (the
+    administrator writes them with sudo) or to this user, neither is a link or writable by group or
+    others, and no folder above them lets others replace the next folder down (``_replaceable``)."""
+    return (_open_to_others(path.parent, owned=True) or _open_to_others(path, owned=True)
+            or _replaceable(path.parent))  # fmt: skip
 
 
-def _open_to_others(item: Path) -> str | None:
+def _replaceable(folder: Path) -> str | None:
+    """Why another user could swap a folder on ``folder``'s path, or None: each folder above it is either
+    closed to others, or sticky (like /tmp) with the next folder down owned by root or this user, which
+    only they can then rename or remove."""
+    try:
+        chain = [folder.resolve(), *folder.resolve().parents]
+        for child, parent in zip(chain, chain[1:]):
+            info = os.stat(parent)
+            if not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                continue
+            if not info.st_mode & stat.S_ISVTX or os.lstat(child).st_uid not in (0, os.getuid()):
+                return f"{parent} lets other users replace {child}"
+    except OSError as err:
+        return f"{folder}: {err.strerror or err}"
+    return None
+
+
+def _open_to_others(item: Path, owned: bool = False) -> str | None:
     try:
         info = os.lstat(item)
     except OSError as err:
@@ -195,13 +219,18 @@ def _open_to_others(item: Path) -> str | None:
         return f"{item} is a symbolic link"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{item} can be written by other users"
+    if owned and info.st_uid not in (0, os.getuid()):
+        return f"{item} belongs to another user (uid {info.st_uid}), not to root"
     return None
 
 
 def _read_shared(gpu_name: str) -> Peaks | None:
     """The administrator's figures where they exist, can be trusted and pass the datasheet check."""
     path = shared_file(gpu_name)
-    if path is None or not path.is_file() or untrusted(path) is not None:
+    try:  # a folder this user may not enter (a home folder of mode 0750): as if absent
+        if path is None or not path.is_file() or untrusted(path) is not None:
+            return None
+    except OSError:
         return None
     return _read_cached(path, gpu_name)
 
@@ -366,16 +395,18 @@ def measure_shared(remeasure: bool = False, measure: Callable[[], Peaks] | None 
     if target is None:
         raise ValueError(f"set {SHARED_CACHE_ENV} to the folder every user's environment will name")
     target.parent.mkdir(parents=True, exist_ok=True)
-    problem = _open_to_others(target.parent)
+    os.chmod(target.parent, 0o755)  # every user reads and enters it, whatever this process's umask
+    problem = _open_to_others(target.parent, owned=True)
     if problem is None and os.path.lexists(target):
-        problem = _open_to_others(target)
+        problem = _open_to_others(target, owned=True)
+    if problem is None:
+        problem = _replaceable(target.parent)
     if problem is not None:
-        raise ValueError(f"{problem}: users would not trust it (chmod go-w)")
+        raise ValueError(f"{problem}: users would not trust it (chmod go-w, run as root)")
     peaks = gpu_peaks(remeasure=remeasure, measure=measure)
     if not peaks.source.startswith("measured"):
         raise ValueError(f"not shared: {peaks.source}")
-    own = Peaks(**json.loads(_cache_file(info.name).read_text()))  # as measured, not converted
-    _write(target, own.to_dict())
+    _write(target, peaks.to_dict())  # the figures on the hardware's roof, as every user reads them
     os.chmod(target, 0o644)
     return peaks, target
 

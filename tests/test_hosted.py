@@ -44,6 +44,18 @@ def test_an_a100_with_an_old_torch_is_cpu_mode_with_the_way_to_gpu_mode():
     assert not any("torch" in arg for args in chosen.installs for arg in args), "the runtime's torch replaced"
 
 
+def test_a_triton_installed_beside_an_old_torch_keeps_cpu_mode():
+    """The first run put Triton 3.6's interpreter beside torch 2.9; after a restart the cell must still not
+    take GPU mode, which needs the torch that pins a Triton 3.6 or newer."""
+    chosen = hosted.plan(("NVIDIA A100-SXM4-40GB", (8, 0)), {**HAVE_ALL, "triton": "3.6.0", "torch": "2.9.1+cu126"})
+    assert chosen.mode == "cpu" and "torch 2.10 or newer" in chosen.why
+
+
+def test_odd_version_strings():
+    assert hosted._version("3.6.0+git1a2b") == (3, 6, 0) and hosted._version("2.10.0a0") == (2, 10, 0)
+    assert hosted.plan(("NVIDIA H100", (9, 0)), {**HAVE_ALL, "torch": "2.10.0a0", "triton": "3.6.0+git"}).mode == "gpu"
+
+
 def test_a_hopper_with_triton_36_is_gpu_mode_and_installs_nothing():
     chosen = hosted.plan(("NVIDIA H100 80GB HBM3", (9, 0)), HAVE_ALL)
     assert chosen.mode == "gpu" and chosen.installs == []
@@ -80,6 +92,8 @@ def test_publish_writes_links_for_a_github_repository_and_refuses_others(tmp_pat
     assert publish.publish(tmp_path) == [] and publish.publish(tmp_path, check=True) == []
     with pytest.raises(ValueError, match="not https://github.com/ORG/NAME"):
         publish.publish(tmp_path, repo="https://gitlab.com/a/b")
+    with pytest.raises(ValueError, match="not a branch name"):
+        publish.publish(tmp_path, repo=repo, branch="main) [x](javascript:alert(1)) (")
     with pytest.raises(ValueError, match="not a repository URL"):
         publish.setup_source('x"; import os; os.system("rm -rf ~") #')
     monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
@@ -155,3 +169,11 @@ print("CHECK", done.returncode, done.stdout[-400:].replace(chr(10), " | "))
     bare.mkdir()
     lost = _fresh_python_run(setup, bare, env)
     assert lost.returncode != 0 and "names no repository to fetch the course from: set COURSE_REPO" in lost.stderr
+
+    # a notebook opened from its own course folder in a Jupyter without course_lib: that folder, no clone
+    own = _fresh_python_run(
+        setup + "\nimport course_lib\nprint('FILE', course_lib.__file__)", published / "notebooks", env
+    )
+    assert own.returncode == 0, own.stderr[-2000:]
+    assert f"FILE {published / 'course_lib' / '__init__.py'}" in own.stdout
+    assert not (published / "notebooks" / publish.HOME_NAME).exists()

@@ -343,8 +343,12 @@ def test_a_shared_file_others_can_write_is_not_trusted(shared, opened):
     measure = FakeMeasure(GOOD)
     assert roofline.gpu_peaks(measure=measure) == roofline.hardware(GOOD)
     assert measure.calls == 1, "a file any learner could have written set the roofline"
-    with pytest.raises(ValueError, match="can be written by other users"):
+    if opened == "file":
+        with pytest.raises(ValueError, match="can be written by other users"):
+            roofline.measure_shared(measure=FakeMeasure(GOOD))
+    else:  # the administrator's own command closes the folder again
         roofline.measure_shared(measure=FakeMeasure(GOOD))
+        assert oct(shared.parent.stat().st_mode & 0o777) == "0o755" and roofline.untrusted(shared) is None
 
 
 def test_a_shared_link_is_not_trusted(shared, tmp_path):
@@ -455,3 +459,67 @@ def test_the_peaks_command(shared, monkeypatch, capsys):
     assert f"written for every user: {shared}" in out and "source: measured on NVIDIA H200" in out
     monkeypatch.setattr(runtime, "is_gpu", lambda: False)
     assert cli.main(["peaks", "--shared"]) == 2
+
+
+@pytest.mark.skipif(filelock.fcntl is None, reason="no fcntl: no lock on this platform")
+@pytest.mark.timeout(20)
+def test_a_fifo_at_the_machines_lock_path_does_not_hang_a_user(tmp_path):
+    """Another user may put a FIFO where the lock goes: opening it must not block (it is no lock: go on
+    unlocked)."""
+    import os
+
+    fifo = tmp_path / "peaks.lock"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    assert filelock.acquire_between_users(fifo, 1.0) is None
+    assert time.monotonic() - start < 2
+
+
+def test_figures_far_above_the_datasheet_are_no_measurement(h200):
+    absurd = measured(bandwidth=1e9, copy=1e9, tflops={"bfloat16": 1e9, "float16": 1e9, "float32": 1e9})
+    assert "more than 1.5 times" in roofline.implausible(absurd)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "getuid") or __import__("os").getuid() != 0, reason="needs root")
+def test_a_shared_file_of_another_user_or_under_a_folder_others_can_swap_is_not_trusted(shared, tmp_path):
+    import os
+
+    roofline.measure_shared(measure=FakeMeasure(GOOD))
+    assert roofline.untrusted(shared) is None
+    os.chown(shared, 65534, 65534)  # nobody's
+    assert "belongs to another user" in roofline.untrusted(shared)
+    os.chown(shared, 0, 0)
+    # a sticky, world-writable folder (like /tmp) above a folder that another user made
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    theirs = sticky / "cache"
+    theirs.mkdir(mode=0o755)
+    theirs.chmod(0o755)
+    (theirs / shared.name).write_text(shared.read_text())
+    (theirs / shared.name).chmod(0o644)
+    assert roofline.untrusted(theirs / shared.name) is None  # ours: only we may rename it
+    assert roofline._replaceable(theirs) is None
+    os.chown(theirs, 65534, 65534)  # now another user could rename it and put their own in its place
+    assert "lets other users replace" in roofline._replaceable(theirs)
+    assert roofline.untrusted(theirs / shared.name) is not None
+
+
+def test_a_shared_folder_this_user_may_not_enter_is_as_if_absent(shared, monkeypatch):
+    roofline.measure_shared(measure=FakeMeasure(GOOD))
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(type(shared), "is_file", refuse)
+    assert roofline._read_shared(H200.name) is None
+    from course_lib import checkup
+
+    assert "Permission denied" in checkup.peaks_finding(H200).detail
+
+
+def test_measure_shared_works_without_the_administrators_own_cache(shared, h200):
+    roofline.measure_shared(measure=FakeMeasure(GOOD))
+    h200.unlink()  # the administrator's cache cleared (or sudo with another HOME)
+    peaks, target = roofline.measure_shared(measure=FakeMeasure(GOOD))
+    assert target == shared and roofline._read_shared(H200.name) == peaks
