@@ -12,7 +12,7 @@ import re
 
 import pytest
 import torch
-from conftest import GOOD, WRONG
+from conftest import GOOD, ROOT, WRONG
 
 from course_lib import grader, runtime, tasks
 from course_lib.grader import FAIL, PASS
@@ -38,8 +38,8 @@ WRONG_SUBMISSIONS = {
     "ch11_causal_no_skip": (
         "flash_attention",
         (
-            "all 11 cases are right, but a causal walk loaded key tiles wholly above the diagonal",
-            "program 0 stores queries up to 127 and loaded keys 128-191 of k",
+            "all 11 cases are right, but a causal walk loaded the key tiles above the diagonal",
+            "the non-causal call 262,144: 100%",
             "stop = min((pid_m + 1) * BLOCK_M",
         ),
         (),
@@ -117,16 +117,54 @@ def test_right_submission_passes(folder):
 
 
 def test_the_causal_walk_judge():
-    """The rule's own logic: GPU facts pass (no access can be seen there), a wrong probe run is left to
-    the cases, and a load whose keys all follow its program's last query fails with the numbers."""
+    """The rule's own logic: GPU facts pass (no load can be seen there), a wrong probe run is left to the
+    cases, and a causal call that loads more than SKIP_BAR of the non-causal call's keys fails."""
     assert ch11.judge_causal_walk({"mode": runtime.GPU})[0][0]
-    assert ch11.judge_causal_walk({"mode": runtime.CPU, "right": False, "programs": 3})[0][0]
-    ok = {"mode": runtime.CPU, "right": True, "programs": 3, "loads": 12, "above": 0, "first_above": None,
-          "keys_read": 1000}  # fmt: skip
+    assert ch11.judge_causal_walk({"mode": runtime.CPU, "right": False, "causal": 10, "full": 10})[0][0]
+    ok = {"mode": runtime.CPU, "right": True, "causal": 620, "full": 1000}
     assert ch11.judge_causal_walk(ok)[0][0]
-    bad = {**ok, "above": 2, "first_above": [1, "v", 256, 319, 255]}
-    passed, summary, details = ch11.judge_causal_walk(bad)[0]
-    assert not passed and "2 of 12 loads" in details[0] and "keys 256-319 of v" in details[0]
+    passed, summary, details = ch11.judge_causal_walk({**ok, "causal": 1000})[0]
+    assert not passed and "loaded the key tiles above the diagonal" in summary and "100%" in details[0]
+
+
+def test_the_causal_walk_counts_reads_whatever_writes_the_output(tmp_path):
+    """Attention into a float32 scratch buffer, then a second kernel that casts it into out, 16 rows a
+    program: right, and judged on its reads of k and v alone, so the skipping kernel passes and the one
+    that walks every tile fails."""
+    for source, expected in ((ROOT / "solutions" / "flash_attention.py", PASS),
+                             (WRONG / "ch11_causal_no_skip" / "flash_attention.py", FAIL)):  # fmt: skip
+        folder = tmp_path / expected
+        folder.mkdir()
+        text = source.read_text()
+        text = text.replace(
+            "def flash_attention(q, k, v, out, causal, sm_scale):",
+            CAST_KERNEL + "\n\ndef flash_attention(q, k, v, out, causal, sm_scale):",
+        )
+        text = text.replace(
+            "        q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),",
+            "        q, k, v, scratch, *q.stride(), *k.stride(), *v.stride(), *scratch.stride(),",
+        )
+        text = text.replace(
+            "    grid = (triton.cdiv(seq_len, block_m), batch * heads)",
+            "    grid = (triton.cdiv(seq_len, block_m), batch * heads)\n"
+            "    scratch = torch.empty_like(out, dtype=torch.float32)  # out's strides: one flat cast",
+        )
+        text = text.replace(
+            "    return out\n",
+            "    n = out.numel()\n"
+            "    cast_kernel[(triton.cdiv(n, 1024),)](scratch, out, n, BLOCK=1024)\n"
+            "    return out\n",
+        )
+        text = text.replace("import triton\n", "import torch\nimport triton\n", 1)
+        (folder / "flash_attention.py").write_text(text)
+        result = grader.grade_task("flash_attention", folder, seed=SEED)
+        assert result.status == expected, full_text(result)
+
+
+CAST_KERNEL = """@triton.jit
+def cast_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n).to(dst_ptr.dtype.element_ty), mask=offs < n)"""
 
 
 def test_the_diagnoses_name_only_their_mistake():
