@@ -281,3 +281,20 @@ def _load(path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_contiguous_sdpa_bar_computes_the_same_decode():
+    """paged_decode's bench bar for uniform lengths, on a small case on the CPU: SDPA over the gathered
+    keys gives the reference's values; ragged lengths get no such bar."""
+    spec = tasks.get("paged_decode")
+    case = tasks.Case(
+        (3, 4, 64), torch.float32, "uniform", params=(("kv_heads", 2), ("page", 16), ("contexts", (40,) * 3))
+    )
+    made = spec.make_inputs(case, torch.Generator().manual_seed(0))
+    ref_inputs = {k: v for k, v in made.items() if k != "out"}
+    [bar] = spec.bench_variants(case).values()
+    expected = ch11.decode_reference(**ref_inputs)
+    assert torch.allclose(bar(**ref_inputs), expected, atol=1e-5) and torch.allclose(
+        bar(**ref_inputs), expected, atol=1e-5
+    )
+    assert spec.bench_variants(spec.bench_cases[0]) == {}
