@@ -95,7 +95,15 @@ def attention_reference(q, k, v, causal, sm_scale, shift: int = 0):
     return torch.softmax(scores, dim=-1) @ v  # read 3*B*H*S*D; write B*H*S*D
 
 
-def _attention_baseline(q, k, v, causal, sm_scale):
+# the targets (H200, bf16): B 4, H 32, S 8192, head dim 128, non-causal and causal; head dim 64
+ATTENTION_BENCH = (
+    Case((4, 32, 8192, 128), BF16, "bench", params=(("causal", False),)),
+    Case((4, 32, 8192, 128), BF16, "bench causal", params=(("causal", True),)),
+    Case((16, 16, 2048, 64), BF16, "bench d64", params=(("causal", False),)),
+)
+
+
+def _attention_baseline(q, k, v, causal, sm_scale, **_):
     # what a PyTorch user writes: SDPA picks its fastest backend (flash, cuDNN, memory-efficient)
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=sm_scale)
 
@@ -282,11 +290,7 @@ register(
         bytes_moved=_attention_bytes,
         flops=_attention_flops,
         tensor_cores=True,
-        bench_cases=[
-            Case((4, 32, 8192, 128), BF16, "bench", params=(("causal", False),)),
-            Case((4, 32, 8192, 128), BF16, "bench causal", params=(("causal", True),)),
-            Case((16, 16, 2048, 64), BF16, "bench d64", params=(("causal", False),)),
-        ],
+        bench_cases=list(ATTENTION_BENCH),
         bench_variants=_sdpa_backends,
         probe=f"{__name__}:probe_causal_walk",
         judge=judge_causal_walk,
@@ -677,18 +681,14 @@ register(
         entry="ws_attention",
         make_inputs=_ws_attention_inputs,
         reference=ws_attention_reference,
-        baseline=lambda q, k, v, causal, sm_scale, sms=None: _attention_baseline(q, k, v, causal, sm_scale),
+        baseline=_attention_baseline,
         cases=_ws_attention_cases,
         tolerance=ATTENTION_TOLERANCE,
         diagnose=_attention_diagnose,
         bytes_moved=_attention_bytes,
         flops=_attention_flops,
         tensor_cores=True,
-        bench_cases=[
-            Case((4, 32, 8192, 128), BF16, "bench", params=(("causal", False),)),
-            Case((4, 32, 8192, 128), BF16, "bench causal", params=(("causal", True),)),
-            Case((16, 16, 2048, 64), BF16, "bench d64", params=(("causal", False),)),
-        ],
+        bench_cases=list(ATTENTION_BENCH),
         bench_variants=_sdpa_backends,
         needs="hopper",
         simulated=True,
