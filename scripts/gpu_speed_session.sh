@@ -21,7 +21,8 @@
 #   gluon       scripts/gluon_gpu_outputs.py: chapters 09-10's Gluon kernels on the GPU and in the CPU simulator
 #   attention   chapter 11: its solutions checked, benched beside SDPA's backends (bench_attention_h200.json),
 #               the layer's parts timed at prefill and decode (experiment_attention_layer_h200.json), and
-#               the Gluon kernel beside SDPA's backends and the Triton kernel (experiment_attention_h200.json)
+#               the Gluon kernel beside SDPA's backends and the Triton kernel (experiment_attention_h200.json),
+#               and the JIT's cost as decode contexts grow (experiment_attention_jit_h200.json)
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -158,6 +159,8 @@ step_attention() {
   cat "$OUT/attention_layer.txt"
   timeout 300 $py scripts/gluon_attention.py --bench "$OUT" > "$OUT/attention_gluon.txt" 2>&1
   cat "$OUT/attention_gluon.txt"
+  timeout 300 $py scripts/attention_jit.py --out "$OUT/experiment_attention_jit_h200.json" > "$OUT/attention_jit.txt" 2>&1
+  cat "$OUT/attention_jit.txt"
 }
 step_gpu_tests() {
   if $py -c "import pytest" 2>/dev/null; then

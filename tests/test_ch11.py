@@ -298,3 +298,17 @@ def test_the_contiguous_sdpa_bar_computes_the_same_decode():
         bar(**ref_inputs), expected, atol=1e-5
     )
     assert spec.bench_variants(spec.bench_cases[0]) == {}
+
+
+def test_the_jit_script_runs(tmp_path):
+    """scripts/attention_jit.py, section 6's GPU record, on tiny shapes on the CPU (no compile happens in the
+    interpreter: the loops and the record only)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "jit.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "attention_jit.py"), "--dry-run", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [r["way"] for r in json.loads(out.read_text())["rows"]] == ["paged_decode, table grows",
+                                                                       "paged_decode, table fixed"]  # fmt: skip
