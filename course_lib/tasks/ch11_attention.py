@@ -632,6 +632,19 @@ def probe_ws_attention(module, entry) -> dict:
         return {"launches": 0}
     kernel, compiled = found
     facts = ws_facts(compiled, getattr(kernel, "__name__", "kernel"), type(kernel).__name__)
+    # head dim 64 too: the scores' and the output's layouts differ there (at 128 they are the same), and the
+    # simulator carries layouts without checking them, so a missing convert_layout shows only when compiled
+    q64 = torch.zeros(WS_ATTENTION_PROBE[:3] + (64,), dtype=BF16)
+    try:
+        compilation.compile_first_launch(
+            entry, q64, q64.clone(), q64.clone(), torch.empty_like(q64), False, 0.125, sms=132
+        )
+        facts["head_dim_64"] = None
+    except Exception as err:  # the compiler's own words: the innermost cause, where it says what is wrong
+        while err.__cause__ is not None:
+            err = err.__cause__
+        lines = [line for line in str(err).splitlines() if line.strip()]
+        facts["head_dim_64"] = " ".join((lines[-1] if lines else repr(err)).split())[:600]
     return {**facts, "probe": f"a causal attention of shape {WS_ATTENTION_PROBE}, bfloat16"}
 
 
@@ -664,6 +677,12 @@ def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
     ):  # fmt: skip
         if not facts.get(key):
             checks.append((False, what, [f"{where}: {fix}"]))
+    if facts.get("head_dim_64"):
+        checks.append((False, "the kernel does not compile for sm_90 at head dim 64", [
+            f"the same launcher on shape {WS_ATTENTION_PROBE[:3] + (64,)}: {facts['head_dim_64']}",
+            "At head dim 64 the scores' layout (instr_shape [16, BLOCK_N, 16]) and the output's ([16, HEAD_DIM, "
+            "16]) differ: a row vector of one goes to the other through gl.convert_layout(x, gl.SliceLayout(1, "
+            "o_layout)). The CPU simulator does not check layouts; the compiler does."]))  # fmt: skip
     if not any(s.startswith("inc") for s in facts.get("setmaxnreg", [])):
         checks.append((False, "registers are not moved to the consumers (no setmaxnreg in the PTX)", [
             "give the producer few registers (worker_num_regs): the consumers hold two accumulators "
@@ -697,14 +716,15 @@ register(
         timeout_s=120.0,
         hints=[
             "The turn of key tile j >= 1 is key tile 0's turn (written above it) with one more GEMM: "
-            "mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE)); scores = warpgroup_mma(q_tile, k_t, s_zero, "
-            "use_acc=False, is_async=True); then acc = warpgroup_mma(p, the previous slot's v tile reshaped to "
-            "[BLOCK_N, HEAD_DIM], acc, is_async=True); mbarrier.arrive(turn.index(1 - ROLE), count=1); turns += 1.",
+            "mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE)); k_t = k_bufs.index(s).reshape([BLOCK_N, "
+            "HEAD_DIM]).permute((1, 0)); scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True); "
+            "prev = (count - 1) % NUM_BUFFERS; acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, "
+            "HEAD_DIM]), acc, is_async=True); mbarrier.arrive(turn.index(1 - ROLE), count=1); turns += 1.",
             "Hand the turn over right after issuing, before waiting: the other warpgroup's GEMMs then run while "
             "this one waits and computes its softmax. Then scores, acc = warpgroup_mma_wait(num_outstanding=0, "
             "deps=(scores, acc)), and only then free the previous slot: mbarrier.arrive(empty.index(prev), count=1).",
             "_softmax_step is chapter 11's online softmax with exp2: scores = gl.where(keep, scores * qk_scale, "
-            "-inf); m_new = gl.maximum(m_i, gl.max(scores, axis=1)); probs = gl.exp2(scores - "
+            'float("-inf")); m_new = gl.maximum(m_i, gl.max(scores, axis=1)); probs = gl.exp2(scores - '
             "gl.expand_dims(m_new, 1)); alpha = gl.exp2(m_i - m_new); l_i = l_i * alpha + gl.sum(probs, axis=1).",
             "acc lives in o_layout, alpha in the scores' row layout: acc * gl.expand_dims(gl.convert_layout(alpha, "
             "gl.SliceLayout(1, o_layout)), 1). Return gl.convert_layout(probs.to(dtype), p_layout), m_new, l_i, acc. "
