@@ -20,7 +20,6 @@ the median time of the other steps (wall time around each step, synchronized).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -32,16 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import course_lib  # noqa: E402, F401  (first: it picks the mode)
 import torch  # noqa: E402
 
-from course_lib import runtime  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _solution(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "solutions" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from course_lib import runtime, sources  # noqa: E402
 
 
 def _sync() -> None:
@@ -143,7 +133,7 @@ def main() -> int:
         print("GPU only (or --dry-run)", file=sys.stderr)
         return 2
     device = runtime.device()
-    module = _solution("paged_decode")
+    module = sources.load_module("paged_decode")
     if args.dry_run:
         batch, q_heads, kv_heads, dim, page, max_context = 2, 4, 2, 64, 16, 80
         contexts = list(range(1, max_context + 1, 7))

@@ -43,54 +43,44 @@ def _weights(layer: Layer, device, dtype):
     }
 
 
-def _parts(layer: Layer, W: dict, x: torch.Tensor, k_cache=None, v_cache=None):
-    """{part: a callable} for tokens x (batch, tokens, d_model); at decode (k_cache given) attention reads
-    the cache (batch, kv_heads, context, head_dim) for one query token."""
+def _forward(layer: Layer, W: dict, x: torch.Tensor, k_cache=None, v_cache=None) -> dict:
+    """The layer on tokens x (batch, tokens, d_model), every intermediate kept: at decode (k_cache given)
+    attention reads the cache (batch, kv_heads, context, head_dim) for one query token; else causal."""
     B, T, _ = x.shape
     hd, H, Hkv = layer.head_dim, layer.heads, layer.kv_heads
-    h = F.rms_norm(x, (layer.d_model,), W["norm1"])
-    qkv = h @ W["qkv"].T
-    q, k, v = qkv.split([layer.d_model, layer.kv_dim, layer.kv_dim], dim=-1)
-    q = q.view(B, T, H, hd).transpose(1, 2)
-    k = k.view(B, T, Hkv, hd).transpose(1, 2)
-    v = v.view(B, T, Hkv, hd).transpose(1, 2)
-    keys, values = (k, v) if k_cache is None else (k_cache, v_cache)
-    causal = k_cache is None
+    t = {"x": x, "h": F.rms_norm(x, (layer.d_model,), W["norm1"])}
+    q, k, v = (t["h"] @ W["qkv"].T).split([layer.d_model, layer.kv_dim, layer.kv_dim], dim=-1)
+    t["q"] = q.view(B, T, H, hd).transpose(1, 2)
+    if k_cache is None:
+        t["k"], t["v"] = k.view(B, T, Hkv, hd).transpose(1, 2), v.view(B, T, Hkv, hd).transpose(1, 2)
+    else:
+        t["k"], t["v"] = k_cache, v_cache
+    t["causal"] = k_cache is None
+    attended = F.scaled_dot_product_attention(t["q"], t["k"], t["v"], is_causal=t["causal"], enable_gqa=True)
+    t["a"] = attended.transpose(1, 2).reshape(B, T, layer.d_model)
+    t["y"] = x + t["a"] @ W["o"].T
+    t["g"] = F.rms_norm(t["y"], (layer.d_model,), W["norm2"])
+    t["gate"], t["up"] = (t["g"] @ W["gate_up"].T).chunk(2, dim=-1)
+    t["act"] = F.silu(t["gate"]) * t["up"]
+    t["out"] = t["y"] + t["act"] @ W["down"].T
+    return t
 
-    def attention():
-        return F.scaled_dot_product_attention(q, keys, values, is_causal=causal, enable_gqa=True)
 
-    a = attention().transpose(1, 2).reshape(B, T, layer.d_model)
-    y = x + a @ W["o"].T
-    g = F.rms_norm(y, (layer.d_model,), W["norm2"])
-    gu = g @ W["gate_up"].T
-    gate, up = gu.chunk(2, dim=-1)
-    act = F.silu(gate) * up
-
-    def whole():
-        h_ = F.rms_norm(x, (layer.d_model,), W["norm1"])
-        q_, k_, v_ = (h_ @ W["qkv"].T).split([layer.d_model, layer.kv_dim, layer.kv_dim], dim=-1)
-        q_ = q_.view(B, T, H, hd).transpose(1, 2)
-        if k_cache is None:
-            k_ = k_.view(B, T, Hkv, hd).transpose(1, 2)
-            v_ = v_.view(B, T, Hkv, hd).transpose(1, 2)
-        else:
-            k_, v_ = k_cache, v_cache
-        a_ = F.scaled_dot_product_attention(q_, k_, v_, is_causal=causal, enable_gqa=True)
-        y_ = x + a_.transpose(1, 2).reshape(B, T, layer.d_model) @ W["o"].T
-        g_ = F.rms_norm(y_, (layer.d_model,), W["norm2"])
-        gate_, up_ = (g_ @ W["gate_up"].T).chunk(2, dim=-1)
-        return y_ + (F.silu(gate_) * up_) @ W["down"].T
-
+def _parts(layer: Layer, W: dict, x: torch.Tensor, k_cache=None, v_cache=None) -> dict:
+    """{part: a callable that runs that part alone on the layer's own intermediates}, and the whole layer."""
+    t = _forward(layer, W, x, k_cache, v_cache)
+    d = layer.d_model
     return {
-        "norms": lambda: (F.rms_norm(x, (layer.d_model,), W["norm1"]), F.rms_norm(y, (layer.d_model,), W["norm2"])),
-        "q k v projections": lambda: h @ W["qkv"].T,
-        "attention": attention,
-        "output projection": lambda: a @ W["o"].T,
-        "feed-forward": lambda: g @ W["gate_up"].T,
-        "gate": lambda: F.silu(gate) * up,
-        "feed-forward down": lambda: act @ W["down"].T,
-        "the layer": whole,
+        "norms": lambda: (F.rms_norm(t["x"], (d,), W["norm1"]), F.rms_norm(t["y"], (d,), W["norm2"])),
+        "q k v projections": lambda: t["h"] @ W["qkv"].T,
+        "attention": lambda: F.scaled_dot_product_attention(
+            t["q"], t["k"], t["v"], is_causal=t["causal"], enable_gqa=True
+        ),  # fmt: skip
+        "output projection": lambda: t["a"] @ W["o"].T,
+        "feed-forward": lambda: t["g"] @ W["gate_up"].T,
+        "gate": lambda: F.silu(t["gate"]) * t["up"],
+        "feed-forward down": lambda: t["act"] @ W["down"].T,
+        "the layer": lambda: _forward(layer, W, x, k_cache, v_cache)["out"],
     }
 
 

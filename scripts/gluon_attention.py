@@ -21,26 +21,10 @@ import course_lib  # noqa: E402, F401  (first: it picks the mode)
 import torch  # noqa: E402
 
 
-def _load_solution(name):
-    import importlib.util
+from course_lib import sources  # noqa: E402
+from course_lib.tasks.ch11_attention import attention_reference  # noqa: E402
 
-    path = Path(__file__).resolve().parent.parent / "solutions" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ws = _load_solution("ws_attention")
-attention_ws = ws.ws_attention
-
-
-def _reference(q, k, v, causal, scale):
-    s = q.double() @ k.double().transpose(-1, -2) * scale
-    if causal:
-        n = q.shape[-2]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
-    return torch.softmax(s, -1) @ v.double()
+attention_ws = sources.load_module("ws_attention").ws_attention
 
 
 def simulate(seeds: int = 1) -> int:
@@ -64,7 +48,7 @@ def simulate(seeds: int = 1) -> int:
                 failures += 1
                 print(f"BAD seed {seed} {(B, H, S, D)} causal={causal}: {type(e).__name__}: {e}"[:400])
                 continue
-            expected = _reference(q, k, v, causal, D**-0.5)
+            expected = attention_reference(q.double(), k.double(), v.double(), causal, D**-0.5)
             error = ((out.double() - expected).norm() / expected.norm()).item()
             ok = error < 8e-3 and not torch.isnan(out).any()
             failures += not ok
@@ -92,7 +76,7 @@ def bench(out_dir: str) -> int:
     from course_lib import runtime, timing
     from course_lib.tasks import ch11_attention as ch11
 
-    fa = _load_solution("flash_attention")
+    fa = sources.load_module("flash_attention")
     rows = []
     for (B, H, S, D), causal in [((4, 32, 8192, 128), False), ((4, 32, 8192, 128), True), ((16, 16, 2048, 64), False)]:
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))

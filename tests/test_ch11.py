@@ -318,3 +318,14 @@ def test_the_jit_script_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert [r["way"] for r in json.loads(out.read_text())["rows"]] == ["paged_decode, table grows",
                                                                        "paged_decode, table fixed"]  # fmt: skip
+
+
+def test_the_decode_baseline_computes_the_reference():
+    """paged_decode's eager baseline (one batched gather, one masked SDPA call) gives the reference's values
+    on every CPU case, ragged lengths and grouped heads included."""
+    spec = tasks.get("paged_decode")
+    for case in spec.all_cases(runtime.MODE):
+        made = spec.make_inputs(case, torch.Generator().manual_seed(3))
+        inputs = {k: (v.double() if torch.is_tensor(v) and v.is_floating_point() else v) for k, v in made.items()
+                  if k != "out"}  # fmt: skip
+        assert torch.allclose(spec.baseline(**inputs), spec.reference(**inputs), atol=1e-12), case.label

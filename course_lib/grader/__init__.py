@@ -265,7 +265,6 @@ def grade_jobs(
         ids = visible.split(",")[:gpus] if visible else [str(i) for i in range(gpus)]
         workers = workers or gpus * jobs_per_gpu()
         free = [ids[i % len(ids)] for i in range(workers)]  # a GPU id per slot, round robin
-        # no peaks are measured here: a speed tier's roofline is the datasheet's (tiers.roofline_seconds)
     else:
         workers = workers or min(4, runtime.usable_cpus())
         free = []

@@ -132,18 +132,15 @@ def decode_programs(batch: int, kv_heads: int, max_pages: int, sms: int = 132, p
 # JIT for real shapes: what the cache is keyed on
 
 
-@triton.jit
-def _context_kernel(k_ptr, out_ptr, context_len, page_size, HEAD_DIM: tl.constexpr):
+def _context_body(k_ptr, out_ptr, context_len, page_size, HEAD_DIM: tl.constexpr):
     # a stand-in with decode's kinds of arguments: pointers, the context length (changes with every
     # token), the page size (fixed for a deployment) and the head dim (fixed for a model)
     offs = tl.arange(0, HEAD_DIM)
     tl.store(out_ptr + offs, tl.load(k_ptr + offs) * context_len * page_size)
 
 
-@triton.jit(do_not_specialize=["context_len"])
-def _context_kernel_unspecialized(k_ptr, out_ptr, context_len, page_size, HEAD_DIM: tl.constexpr):
-    offs = tl.arange(0, HEAD_DIM)
-    tl.store(out_ptr + offs, tl.load(k_ptr + offs) * context_len * page_size)
+_context_kernel = triton.jit(_context_body)
+_context_kernel_unspecialized = triton.jit(do_not_specialize=["context_len"])(_context_body)
 
 
 def compile_keys(contexts, page_size: int = 16, head_dim: int = 128, specialize: bool = True) -> dict:

@@ -11,8 +11,10 @@ import torch
 from .. import runtime
 from ..compare import compare
 from . import Case, TaskSpec, Tolerance, register
+from .ch09_pipelining import NO_EXPECT, ws_facts
 
 F16, BF16 = torch.float16, torch.bfloat16
+LOG2E = math.log2(math.e)  # the kernels' scores are in log2 units, for exp2
 
 # p = softmax(scores) is rounded to the input's dtype before p @ v (as every fast kernel does, to use
 # the tensor cores), so an output carries an absolute error of about one rounding of |v| (about 1),
@@ -85,14 +87,19 @@ def _scores_mask(seq_q: int, seq_k: int, causal: bool, shift: int = 0, device=No
     return j > i + shift
 
 
-def attention_reference(q, k, v, causal, sm_scale, shift: int = 0):
-    """softmax(q k^T * sm_scale, causal mask) v, in the inputs' dtype (float64 for the grader).
-    ``shift`` moves the causal mask's diagonal (diagnoses only)."""
-    scores = q @ k.transpose(-1, -2) * sm_scale  # (B, H, S, S): the matrix a fused kernel never stores
+def _masked_scores(q, k, causal, sm_scale, shift: int = 0) -> torch.Tensor:
+    """q k^T * sm_scale, -inf where the causal mask drops a key: (B, H, S, S), the matrix a fused kernel
+    never stores."""
+    scores = q @ k.transpose(-1, -2) * sm_scale
     mask = _scores_mask(q.shape[-2], k.shape[-2], causal, shift, q.device)
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v  # read 3*B*H*S*D; write B*H*S*D
+    return scores if mask is None else scores.masked_fill(mask, float("-inf"))
+
+
+def attention_reference(q, k, v, causal, sm_scale, shift: int = 0, **_):
+    """softmax(q k^T * sm_scale, causal mask) v, in the inputs' dtype (float64 for the grader).
+    ``shift`` moves the causal mask's diagonal (diagnoses only); other keywords (ws_attention's ``sms``,
+    the programs of its persistent grid) change nothing."""
+    return torch.softmax(_masked_scores(q, k, causal, sm_scale, shift), dim=-1) @ v  # read 3*B*H*S*D; write B*H*S*D
 
 
 # the issue's targets (H200, bf16): B 4, H 32, S 8192, head dim 128, non-causal and causal; head dim 64
@@ -103,7 +110,7 @@ ATTENTION_BENCH = (
 )
 
 
-def _attention_baseline(q, k, v, causal, sm_scale, **_):
+def _attention_baseline(q, k, v, causal, sm_scale):
     # what a PyTorch user writes: SDPA picks its fastest backend (flash, cuDNN, memory-efficient)
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=sm_scale)
 
@@ -113,7 +120,7 @@ def _sdpa_backends(case: Case) -> dict:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     def pinned(backend):
-        def run(q, k, v, causal, sm_scale, **_):  # (ws_attention's inputs have sms in CPU mode)
+        def run(q, k, v, causal, sm_scale):
             with sdpa_kernel(backend):
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=sm_scale)
 
@@ -130,10 +137,7 @@ def _no_rescale(q, k, v, causal, sm_scale, block_n: int, sum_rescaled: bool = Fa
     """Attention as a kernel computes it that walks the keys in tiles of ``block_n`` and keeps the running
     max, but adds each tile's exp(s - m_new) to the output (and, unless ``sum_rescaled``, to the sum)
     without rescaling what came before."""
-    scores = q @ k.transpose(-1, -2) * sm_scale
-    mask = _scores_mask(q.shape[-2], k.shape[-2], causal, 0, q.device)
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
+    scores = _masked_scores(q, k, causal, sm_scale)
     m = torch.full(scores.shape[:-1], float("-inf"), dtype=scores.dtype, device=scores.device)
     total = torch.zeros_like(m)
     acc = torch.zeros(*scores.shape[:-1], v.shape[-1], dtype=scores.dtype, device=scores.device)
@@ -150,7 +154,8 @@ def _no_rescale(q, k, v, causal, sm_scale, block_n: int, sum_rescaled: bool = Fa
 
 def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
     """Name the known mistakes an output matches: the causal diagonal left out or one key too many, the
-    scale left out or applied twice, no division by the sum, the rescale left out."""
+    scale left out or applied twice, the rescale left out (of the sum and the output, or of the output
+    only), keys past seq_len counted as zeros."""
     q, k, v, causal, scale = (inputs[n] for n in ("q", "k", "v", "causal", "sm_scale"))
     tol = ATTENTION_TOLERANCE[case.dtype]
 
@@ -258,7 +263,7 @@ def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if facts.get("mode") != runtime.CPU:
         return [(True, "the causal walk is checked in CPU mode (the interpreter shows every load)", [])]
     if not facts.get("right") or not facts.get("full"):
-        return [(True, "the causal walk was not judged: the probe's own run went wrong (the cases say why)", [])]
+        return [(True, "the causal walk was not judged: its run went wrong, and the grader fails that run", [])]
     share = facts["causal"] / facts["full"]
     seen = (f"on a {PROBE_SEQ}-token probe, the causal call loaded {facts['causal']:,} elements of k and v, the "
             f"non-causal call {facts['full']:,}: {share:.0%}")  # fmt: skip
@@ -373,28 +378,45 @@ def _decode_inputs(case: Case, gen: torch.Generator) -> dict:
     }
 
 
-def decode_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale, round_up: bool = False):
-    """Each sequence's one query token against its own keys, gathered from the pages its table names;
-    query head h reads KV head h // (q_heads // kv_heads). ``round_up`` counts whole pages (diagnoses)."""
-    batch, q_heads, dim = q.shape
+def _sequence(q, k_cache, v_cache, block_table, context_lens, sm_scale, b: int, round_up: bool = False):
+    """Sequence b's scores (Hq, n) and values (n, Hq, D), its keys and values gathered from the pages its
+    table names; query head h reads KV head h // (q_heads // kv_heads). ``round_up``: whole pages."""
+    q_heads, dim = q.shape[1], q.shape[2]
     page, kv_heads = k_cache.shape[1], k_cache.shape[2]
-    group = q_heads // kv_heads
+    n = int(context_lens[b])
+    n_pages = -(-n // page)
+    length = n_pages * page if round_up else n
+    pages = block_table[b, :n_pages].long()
+    k = k_cache[pages].reshape(-1, kv_heads, dim)[:length].repeat_interleave(q_heads // kv_heads, dim=1)
+    v = v_cache[pages].reshape(-1, kv_heads, dim)[:length].repeat_interleave(q_heads // kv_heads, dim=1)
+    return torch.einsum("hd,nhd->hn", q[b], k) * sm_scale, v
+
+
+def decode_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale, round_up: bool = False):
+    """Each sequence's one query token against its own keys (``_sequence``). ``round_up`` counts whole
+    pages (diagnoses)."""
     rows = []
-    for b in range(batch):
-        n = int(context_lens[b])
-        n_pages = -(-n // page)
-        length = n_pages * page if round_up else n
-        pages = block_table[b, :n_pages].long()
-        k = k_cache[pages].reshape(-1, kv_heads, dim)[:length].repeat_interleave(group, dim=1)  # (n, Hq, D)
-        v = v_cache[pages].reshape(-1, kv_heads, dim)[:length].repeat_interleave(group, dim=1)
-        scores = torch.einsum("hd,nhd->hn", q[b], k) * sm_scale  # (Hq, n)
+    for b in range(q.shape[0]):
+        scores, v = _sequence(q, k_cache, v_cache, block_table, context_lens, sm_scale, b, round_up)
         rows.append(torch.einsum("hn,nhd->hd", torch.softmax(scores, dim=-1), v))  # read the n keys and values
     return torch.stack(rows)
 
 
 def _decode_baseline(q, k_cache, v_cache, block_table, context_lens, sm_scale):
-    # what a PyTorch user without a paged kernel writes: gather each sequence's pages, then SDPA
-    return decode_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale)
+    """What a PyTorch user without a paged kernel writes: every sequence's pages gathered at once (the
+    table's entries past a sequence's pages clamped to a real page), then one SDPA call whose mask keeps
+    each sequence's own tokens. No loop over the batch, no host sync."""
+    batch, q_heads, dim = q.shape
+    n_pages, kv_heads = k_cache.shape[0], k_cache.shape[2]
+    pages = block_table.long().clamp(max=n_pages - 1)  # (B, max_pages)
+    shape = (batch, -1, kv_heads, dim)
+    k = k_cache[pages].reshape(shape).transpose(1, 2)  # (B, Hkv, max_pages * PAGE, D)
+    v = v_cache[pages].reshape(shape).transpose(1, 2)
+    keep = torch.arange(k.shape[2], device=q.device)[None, :] < context_lens[:, None]  # (B, L)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q[:, :, None, :], k, v, attn_mask=keep[:, None, None, :], scale=sm_scale, enable_gqa=q_heads != kv_heads
+    )
+    return out[:, :, 0, :]
 
 
 def _merged_without_max(q, k_cache, v_cache, block_table, context_lens, sm_scale, pages_per_split: int,
@@ -402,16 +424,11 @@ def _merged_without_max(q, k_cache, v_cache, block_table, context_lens, sm_scale
     """Decode as a split-KV kernel computes it whose merge adds the slices' sums and outputs as they are,
     each measured against its own slice's max, for slices of ``pages_per_split`` pages. ``natural_exp``:
     the merge weighs them, but by exp(m_s - M) of maxima in log2 units (exp where exp2 belongs)."""
-    batch, q_heads, dim = q.shape
-    page, kv_heads = k_cache.shape[1], k_cache.shape[2]
-    group = q_heads // kv_heads
+    page = k_cache.shape[1]
     rows = []
-    for b in range(batch):
+    for b in range(q.shape[0]):
         n = int(context_lens[b])
-        pages = block_table[b, : -(-n // page)].long()
-        k = k_cache[pages].reshape(-1, kv_heads, dim)[:n].repeat_interleave(group, dim=1)
-        v = v_cache[pages].reshape(-1, kv_heads, dim)[:n].repeat_interleave(group, dim=1)
-        scores = torch.einsum("hd,nhd->hn", q[b], k) * sm_scale
+        scores, v = _sequence(q, k_cache, v_cache, block_table, context_lens, sm_scale, b)
         parts = []
         for start in range(0, n, pages_per_split * page):
             s = scores[:, start : start + pages_per_split * page]
@@ -420,7 +437,7 @@ def _merged_without_max(q, k_cache, v_cache, block_table, context_lens, sm_scale
             parts.append(
                 (top[:, 0], e.sum(dim=1), torch.einsum("hn,nhd->hd", e, v[start : start + pages_per_split * page]))
             )
-        tops = torch.stack([t for t, _, _ in parts]) * 1.4426950408889634  # (slices, heads), in log2 units
+        tops = torch.stack([t for t, _, _ in parts]) * LOG2E  # (slices, heads), in log2 units
         weights = torch.exp(tops - tops.amax(dim=0)) if natural_exp else torch.ones_like(tops)
         total = sum(w * part[1] for w, part in zip(weights, parts))
         acc = sum(w[:, None] * part[2] for w, part in zip(weights, parts))
@@ -444,8 +461,8 @@ def _decode_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
     if compare(got, decode_reference(*args, round_up=True), tol, poisoned=False).ok:
         return ("the keys past each sequence's context length, up to the end of its last page, were counted: "
                 "mask the tokens at positions >= context_lens[b] (their scores -inf)")  # fmt: skip
-    in_order = inputs["block_table"].clone()
-    in_order[:] = torch.arange(in_order.shape[1], dtype=in_order.dtype)
+    table = inputs["block_table"]
+    in_order = torch.arange(table.shape[1], dtype=table.dtype).expand_as(table)
     if (
         in_order.shape[1] <= inputs["k_cache"].shape[0]
         and compare(got, decode_reference(*args[:3], in_order, *args[4:]), tol, poisoned=False).ok
@@ -617,14 +634,9 @@ def _ws_attention_inputs(case: Case, gen: torch.Generator) -> dict:
     return made
 
 
-def ws_attention_reference(q, k, v, causal, sm_scale, sms=None):
-    return attention_reference(q, k, v, causal, sm_scale)
-
-
 def probe_ws_attention(module, entry) -> dict:
     """In the worker: the learner's launch on CPU tensors, recorded and stopped, compiled for sm_90."""
     from .. import compilation
-    from .ch09_pipelining import ws_facts
 
     q = torch.zeros(WS_ATTENTION_PROBE, dtype=BF16)
     found = compilation.compile_first_launch(entry, q, q.clone(), q.clone(), torch.empty_like(q), True, 0.088, sms=132)
@@ -673,7 +685,7 @@ def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
     for key, what, fix in (
         ("wgmma", "no wgmma in the PTX", "both GEMMs are warpgroup MMAs, their results kept"),
         ("tma_loads", "no TMA loads in the PTX", "the producer copies Q, K and V tiles with TMA"),
-        ("expect_tx", NO_EXPECT_TX, "before a slot's copies: mbarrier.expect(ready.index(s), k and v's bytes)"),
+        ("expect_tx", NO_EXPECT, "before a slot's copies: mbarrier.expect(ready.index(s), k and v's bytes)"),
     ):  # fmt: skip
         if not facts.get(key):
             checks.append((False, what, [f"{where}: {fix}"]))
@@ -690,8 +702,6 @@ def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
     return checks
 
 
-NO_EXPECT_TX = "no mbarrier.expect in the PTX: the ready barriers are never told how many bytes to wait for"
-
 register(
     TaskSpec(
         name="ws_attention",
@@ -699,7 +709,7 @@ register(
         title="FlashAttention-3's structure in Gluon: a TMA producer, two consumer warpgroups in ping-pong (Hopper)",
         entry="ws_attention",
         make_inputs=_ws_attention_inputs,
-        reference=ws_attention_reference,
+        reference=attention_reference,
         baseline=_attention_baseline,
         cases=_ws_attention_cases,
         tolerance=ATTENTION_TOLERANCE,
