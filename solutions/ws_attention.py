@@ -4,9 +4,12 @@ One producer warp brings each work item's two query tiles and then its key and v
 ring of NUM_BUFFERS slots. Two consumer warpgroups, each with its own tile of BLOCK_M queries of the same
 (batch, head), share every key/value slot (a slot is freed when both have finished with it: its empty
 barrier counts two arrivals) and take turns at the tensor cores (ping-pong): in its turn a warpgroup
-issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back, hands the turn over, and runs the softmax of
-S_j while the other warpgroup's GEMMs run. P goes to the second wgmma from registers. The producer's
-registers go to the consumers (setmaxnreg), and the kernel is persistent over (batch x head, query tiles).
+issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back and hands the turn over. It then waits for S_j
+alone and runs S_j's softmax while its own P_{j-1} V_{j-1} is still running (the overlap inside a
+warpgroup) and while the other warpgroup's GEMMs run (the overlap between them); only then does it wait
+for O, free the slot and rescale O to the new maximum. P goes to the second wgmma from registers, which
+stay alive until that wgmma has read them. The producer's registers go to the consumers (setmaxnreg), and
+the kernel is persistent over (batch x head, query tiles).
 
 The key tiles are twice as tall as the query tiles (BLOCK_N = 2 * BLOCK_M), and a work item is a pair of
 query tiles (2p, 2p + 1): with a causal mask both warpgroups then walk the same p + 1 key tiles, so they
@@ -72,10 +75,11 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, 
 
 
 @gluon.jit
-def _softmax_step(scores, m_i, l_i, acc, j, rows, seq_len, qk_scale, dtype: gl.constexpr, CAUSAL: gl.constexpr,
+def _softmax_step(scores, m_i, l_i, j, rows, seq_len, qk_scale, dtype: gl.constexpr, CAUSAL: gl.constexpr,
                   BLOCK_N: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
     """The online softmax of key tile j's scores: the masks, the new row max, the probabilities p (in the
-    registers, as wgmma's A operand), the running sum, and the output rescaled to the new max."""
+    registers, as wgmma's A operand), the running sum, and alpha, the factor that rescales the output to
+    the new max (in the output's row layout; the caller applies it once the output is out of its wgmma)."""
     cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     keep = gl.expand_dims(cols < seq_len, 0)
     if CAUSAL:
@@ -83,17 +87,21 @@ def _softmax_step(scores, m_i, l_i, acc, j, rows, seq_len, qk_scale, dtype: gl.c
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     # BEGIN SOLUTION
     # TODO: chapter 11's online softmax on this tile, in log2 units: the scores times qk_scale, -inf where
-    # TODO: not kept; the new row max; probs = exp2(scores - new max); the running sum and the output acc
-    # TODO: rescaled by alpha = exp2(old max - new max) (acc's rows live in o_layout: convert alpha to
-    # TODO: gl.SliceLayout(1, o_layout) first). Return probs in `dtype` converted to p_layout (wgmma's A
-    # TODO: operand, from registers), the new max, the sum and acc.
+    # TODO: not kept; the new row max; probs = exp2(scores - new max); alpha = exp2(old max - new max); the
+    # TODO: running sum rescaled by alpha plus this tile's. Return probs in `dtype` converted to p_layout
+    # TODO: (wgmma's A operand, from registers), the new max, the sum, and alpha converted to
+    # TODO: gl.SliceLayout(1, o_layout) (the output's rows live in o_layout).
     scores = gl.where(keep, scores * qk_scale, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(scores, axis=1))
     probs = gl.exp2(scores - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(probs, axis=1)
-    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
-    return gl.convert_layout(probs.to(dtype), p_layout), m_new, l_i, acc
+    return (
+        gl.convert_layout(probs.to(dtype), p_layout),
+        m_new,
+        l_i,
+        gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)),
+    )
     # END SOLUTION
 
 
@@ -132,18 +140,22 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
         mbarrier.arrive(turn.index(1 - ROLE), count=1)
         turns += 1
         scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
-        p, m_i, l_i, acc = _softmax_step(scores, m_i, l_i, acc, 0, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL,
-                                         BLOCK_N, s_layout, o_layout)  # fmt: skip
+        # acc is still zero: nothing to rescale
+        p, m_i, l_i, _ = _softmax_step(scores, m_i, l_i, 0, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL, BLOCK_N,
+                                       s_layout, o_layout)  # fmt: skip
         count += 1
         for j in range(1, n_kv):
             s = count % NUM_BUFFERS
             mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1)
             # BEGIN SOLUTION
-            # TODO: this warpgroup's turn (see key tile 0 above): wait for it; issue, back to back and both
-            # TODO: asynchronous, tile j's scores (q_tile against slot s's keys, transposed) and the previous
-            # TODO: tile's p @ v into acc (its values are in slot (count - 1) % NUM_BUFFERS); hand the turn to
-            # TODO: the other warpgroup; wait for both GEMMs; then free the previous tile's slot (the empty
-            # TODO: barrier counts both warpgroups' arrivals).
+            # TODO: 1. the turn (see key tile 0 above): wait for it; issue, back to back and both asynchronous,
+            # TODO:    tile j's scores (q_tile against slot s's keys, transposed) and the previous tile's p @ v
+            # TODO:    into acc (its values are in slot (count - 1) % NUM_BUFFERS); hand the turn over.
+            # TODO: 2. the overlap: wait for the scores alone (the p @ v, issued after, may stay in flight) and
+            # TODO:    run _softmax_step on them (keep the new probabilities apart from p: p @ v still reads p);
+            # TODO:    then wait for acc, with p in the wait's deps (its registers must live until p @ v has
+            # TODO:    read them); free the previous tile's slot (the empty barrier counts both warpgroups'
+            # TODO:    arrivals); rescale acc by alpha; the new probabilities become p.
             mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE))
             k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
             scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True)
@@ -151,12 +163,15 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
             acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
             mbarrier.arrive(turn.index(1 - ROLE), count=1)
             turns += 1
-            scores, acc = warpgroup_mma_wait(num_outstanding=0, deps=(scores, acc))
+            scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run
+            # the softmax of tile j, while this warpgroup's p @ v and the other warpgroup's GEMMs run
+            p_next, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, j, rows, seq_len, qk_scale, q_tile.dtype,
+                                                    CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
+            acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
             mbarrier.arrive(empty.index(prev), count=1)  # both GEMMs that read slot prev have completed
+            acc = acc * gl.expand_dims(alpha, 1)
+            p = p_next
             # END SOLUTION
-            # the softmax of tile j, while the other warpgroup's GEMMs run
-            p, m_i, l_i, acc = _softmax_step(scores, m_i, l_i, acc, j, rows, seq_len, qk_scale, q_tile.dtype,
-                                             CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
             count += 1
         mbarrier.arrive(q_empty.index(ROLE), count=1)  # every q k^T of this item has completed
         # the last tile's p @ v, in one more turn
@@ -165,7 +180,7 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
                             is_async=True)  # fmt: skip
         mbarrier.arrive(turn.index(1 - ROLE), count=1)
         turns += 1
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        acc, _ = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
         mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
         out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
         tma.store_wait(0)  # the last item's store has read o_tile

@@ -61,7 +61,8 @@ WRONG_SUBMISSIONS = {
         ("the kernel deadlocks", "waits on turn["),
         ("tiny (1, 1, 1, 64)", "one key tile (1, 3, 64, 128)"),
     ),
-    # the slot freed between the wgmma's issue and its wait: caught on every run, whatever the order
+    # the slot freed after the wait for the scores alone, while p @ v still reads it: caught on every run,
+    # whatever the order
     "ch11_ws_free_before_wait": (
         "ws_attention",
         ("overwrites v_bufs[", "with nothing ordering the write after the warpgroup_mma_wait"),
@@ -78,6 +79,23 @@ WRONG_SUBMISSIONS = {
         ("elements are off by more than the tolerance", "causal (1, 1, 300, 64)"),
         ("tiny (1, 1, 1, 64)", "one key tile (1, 3, 64, 128)"),
     ),
+    # the overlap's two waits: acc read while its p @ v runs; p's registers not kept alive for p @ v
+    "ch11_ws_rescale_before_wait": (
+        "ws_attention",
+        ("used the accumulator of the wgmma reading v_bufs[", "before waiting for it"),
+        ("tiny (1, 1, 1, 64)", "one key tile (1, 3, 64, 128)"),
+    ),
+    "ch11_ws_p_not_kept": (
+        "ws_attention",
+        ("whose A operand comes from registers, without that tensor in the wait's deps", "deps=(acc, p)"),
+        ("one key tile (1, 3, 64, 128)",),  # one key tile: its p @ v is the last, waited with p kept
+    ),
+    # values right: the softmax waits for both GEMMs, so it never runs beside this warpgroup's own GEMM
+    "ch11_ws_no_overlap": (
+        "ws_attention",
+        ("all 7 cases are right, but the softmax does not overlap the warpgroup's own GEMMs", "0 of 64 exp/exp2"),
+        (),
+    ),
     # only grouped heads show it: with one query head a KV head, h % kv_heads == h // 1
     "ch11_decode_head_modulo": (
         "paged_decode",
@@ -90,6 +108,7 @@ RIGHT = {
     "ch11_attention_one_loop": "flash_attention",  # one masked loop, exp, 32 x 32 tiles, grid axes swapped
     "ch11_decode_no_split": "paged_decode",  # no split, no merge, no tl.dot
     "ch11_ws_hand_over_late": "ws_attention",  # the turn handed over after the wait: less overlap, right
+    "ch11_ws_rescale_before_pv": "ws_attention",  # acc rescaled in the next turn, beside q k^T
 }
 
 
@@ -274,10 +293,48 @@ def test_a_slot_freed_before_its_wait_fails_under_every_order(tmp_path):
 def test_the_ws_attention_judge_wants_two_consumer_warpgroups():
     facts = {"launches": 1, "kernel": "k", "gluon": True, "warp_specialize": 1, "worker_warps": [1],
              "worker_regs": [40], "setmaxnreg": ["inc 240"], "wgmma": 4, "tma_loads": 3, "expect_tx": 1,
-             "mbarrier_waits": 4, "num_warps": 5, "shared": 1 << 17, "probe": "p"}  # fmt: skip
+             "mbarrier_waits": 4, "num_warps": 5, "shared": 1 << 17, "probe": "p",
+             "overlap": {"partitions": {"_consumer (default partition)": [48, 64]}}}  # fmt: skip
     verdicts = ch11.judge_ws_attention(facts)
     assert any(not ok and "no second consumer warpgroup" in summary for ok, summary, _ in verdicts)
     assert all(ok for ok, _, _ in ch11.judge_ws_attention({**facts, "worker_warps": [4, 1], "num_warps": 9}))
+
+
+def test_the_overlap_judge_wants_each_consumers_softmax_beside_its_own_gemm():
+    """The bar is per consumer: one warpgroup overlapping does not carry the other; a kernel the simulator
+    cannot run is not judged on it; a simulator failure is named."""
+    judge = ch11._judge_overlap
+    assert judge({"partitions": {"a": [48, 64], "b": [48, 64], "producer": [0, 0]}})[0][0]
+    assert not judge({"partitions": {"a": [48, 64], "b": [0, 64]}})[0][0]
+    assert not judge({"partitions": {}})[0][0]
+    assert judge({"not_simulated": "inline PTX"})[0][0]
+    ok, summary, _ = judge({"error": "Deadlock: ..."})[0]
+    assert not ok and "simulator" in summary
+
+
+def test_a_wgmma_accumulator_is_read_only_through_its_wait(tmp_path):
+    """Reading an async wgmma's accumulator fails whatever the order of events: before the wait that sees it
+    complete (its registers are not ready), and after, through the name the wgmma returned instead of the
+    wait's result (nothing orders that read after the wait)."""
+    from course_lib import gluon_cpu
+    from course_lib.gluon_cpu.language import ProtocolError
+
+    source = (ROOT / "solutions" / "ws_attention.py").read_text()
+    stale = source.replace(
+        "            acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))\n",
+        "            warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))\n",
+    )
+    assert stale != source
+    (tmp_path / "ws_attention.py").write_text(stale)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 300, 64, generator=gen).to(torch.float16) for _ in range(3))
+    for folder, expected in ((WRONG / "ch11_ws_rescale_before_wait", "before waiting for it"),
+                             (tmp_path, "through the name the wgmma returned")):  # fmt: skip
+        module = _load(folder / "ws_attention.py")
+        for seed in range(4):
+            with pytest.raises(ProtocolError, match=expected):
+                with gluon_cpu.launches_simulated(seed=seed, event_weight=(0.2, 1.0, 5.0)[seed % 3]):
+                    module.ws_attention(q, k, v, torch.empty_like(q), True, 0.125, sms=1 + seed % 2)
 
 
 def _load(path):
@@ -329,3 +386,24 @@ def test_the_decode_baseline_computes_the_reference():
         inputs = {k: (v.double() if torch.is_tensor(v) and v.is_floating_point() else v) for k, v in made.items()
                   if k != "out"}  # fmt: skip
         assert torch.allclose(spec.baseline(**inputs), spec.reference(**inputs), atol=1e-12), case.label
+
+
+def test_the_gluon_submissions_are_the_solution_but_for_their_mistake(tmp_path):
+    """tests/{wrong,good}/ch11_ws_* are whole files (each graded as it is); the script that writes them from the
+    solution says whether each is still the solution but for its own mistake, and notices one that is not."""
+    import shutil
+    import subprocess
+    import sys
+
+    script = ROOT / "scripts" / "ws_attention_submissions.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    copy = tmp_path / "course"  # the check must bite: a copy of the project with one submission edited
+    for part in ("scripts", "solutions", "tests/wrong", "tests/good"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")  # ruff's settings
+    edited = copy / "tests" / "wrong" / "ch11_ws_no_overlap" / "ws_attention.py"
+    edited.write_text(edited.read_text().replace("num_outstanding=0", "num_outstanding=1", 1))
+    done = subprocess.run([sys.executable, str(copy / "scripts" / script.name), "--check"], capture_output=True,
+                          text=True, cwd=copy)  # fmt: skip
+    assert done.returncode == 1 and "ch11_ws_no_overlap" in done.stdout, done.stdout + done.stderr

@@ -92,11 +92,14 @@ def _convert_layout(value, layout, *_, **__):
     return L.Value(_as_tensor(value), layout)
 
 
-def _elementwise(torch_fn, keeps_integers: bool = False):
+def _elementwise(torch_fn, keeps_integers: bool = False, softmax: bool = False):
     """A math function as Gluon has it: floats keep their dtype; integers stay integers where the function
-    keeps them (abs), and are computed in float32 elsewhere (exp, sqrt, ...)."""
+    keeps them (abs), and are computed in float32 elsewhere (exp, sqrt, ...). ``softmax``: counted for
+    ``language.exp_beside_mma`` (exp and exp2)."""
 
     def apply(x, *_, **__):
+        if softmax:
+            L.exp_beside_mma()
         data = _as_tensor(x)
         if data.is_floating_point() or keeps_integers:
             return L.Value(torch_fn(data).to(data.dtype), getattr(x, "layout", None))
@@ -237,7 +240,7 @@ def _torch_functions() -> None:
     import torch
 
     for name, fn in (("exp", torch.exp), ("exp2", torch.exp2), ("log", torch.log), ("sqrt", torch.sqrt)):
-        _FUNCTIONS[name] = _elementwise(fn)
+        _FUNCTIONS[name] = _elementwise(fn, softmax=name.startswith("exp"))
     _FUNCTIONS["abs"] = _elementwise(torch.abs, keeps_integers=True)
     _FUNCTIONS["sum"], _FUNCTIONS["max"] = _reduction(torch.sum), _reduction(torch.amax)
 
@@ -369,6 +372,7 @@ def simulate(
             scheduler.flush()  # what is still in flight when the program ends lands now
         finally:
             L._bind_program(None)
+        scheduler.exp_calls = program.exp_calls
         schedulers.append(scheduler)
     return schedulers
 

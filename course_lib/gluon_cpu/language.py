@@ -75,6 +75,9 @@ class Program:
         # (partition id, slot key) -> the last wgmma of that partition that read the slot (``_check_read_done``)
         self.mma_reads: dict = {}
         self.mma_issued: dict = {}  # partition id -> its wgmmas in issue order, not yet seen complete
+        # partition name -> [exp/exp2 evaluations while one of its own wgmmas was in flight, all of them]:
+        # whether a warpgroup's softmax overlaps its own GEMMs (``exp_beside_mma``)
+        self.exp_calls: dict = {}
 
     @classmethod
     def now(cls) -> Program:
@@ -86,6 +89,18 @@ class Program:
     def partition_name(self) -> str:
         p = self.scheduler.current()
         return p.name if p is not None else "the program"
+
+
+def exp_beside_mma() -> None:
+    """Counts one exp or exp2 of the running partition, and whether one of its own wgmmas was in flight
+    then (issued, and not yet seen complete by a warpgroup_mma_wait): a softmax overlapping a GEMM."""
+    program = getattr(Program._local, "program", None)
+    if program is None:
+        return
+    me = program.scheduler.current()
+    counts = program.exp_calls.setdefault(program.partition_name(), [0, 0])
+    counts[0] += bool(program.mma_issued.get(id(me)))
+    counts[1] += 1
 
 
 def _bind_program(program: Program | None) -> None:
@@ -328,12 +343,30 @@ class PendingMma:
         self.op = op
 
     def value(self) -> Value:
-        if not self.op.done:
+        """A read of the accumulator in the kernel's own code: never right through this name. Before a wait
+        saw the wgmma complete, its registers are not ready; after, only the value warpgroup_mma_wait
+        returned is ordered after the wait (the name the wgmma returned may be read before it)."""
+        if self.op.seen_at is None:
             raise ProtocolError(
                 f"{self.op.partition} used the accumulator of {self.op.what} before waiting for it "
                 "(warpgroup_mma_wait): on the GPU its registers are not ready"
             )
-        return self.op.result
+        raise ProtocolError(
+            f"{self.op.partition} used the accumulator of {self.op.what} through the name the wgmma returned, "
+            "not the value warpgroup_mma_wait returned: on the GPU only the wait's result is ordered after the "
+            "wait, so list it in deps and use what comes back (acc = warpgroup_mma_wait(0, deps=(acc,)))"
+        )
+
+    def __getattr__(self, name):  # acc.to(...), acc.shape: a read of the accumulator
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.value(), name)
+
+    def _read(self, *_):
+        self.value()
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _read
+    __neg__ = __lt__ = __le__ = __gt__ = __ge__ = _read
 
 
 def _value(x) -> Value:
@@ -861,6 +894,8 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
     for x in operands:  # the slots it reads, until a wait of this partition sees it complete
         program.mma_reads[(me, x.key())] = op
     program.mma_issued.setdefault(me, []).append(op)
+    if is_async and not isinstance(a, SharedMemory):
+        op.registers = a  # A from registers: they must stay alive until a wait sees this wgmma complete
     previous = [e for e in _in_flight(program) if getattr(e, "kind", "") == "mma" and e.owner == who]
 
     def complete():
@@ -868,9 +903,10 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
             if not e.done:
                 program.scheduler.force(e)
         lhs = a.data if isinstance(a, SharedMemory) else _value(a).data
-        start = _value(acc).data if use_acc else torch.zeros_like(_value(acc).data)
+        chained = acc.op.result if isinstance(acc, PendingMma) else _value(acc)  # the wgmma before, in order
+        start = chained.data if use_acc else torch.zeros_like(chained.data)
         product = lhs.float() @ b.data.float()
-        op.result = Value((start.float() + product).to(start.dtype), _value(acc).layout if use_acc else None)
+        op.result = Value((start.float() + product).to(start.dtype), chained.layout if use_acc else None)
         op.done = True
 
     if not is_async:
@@ -894,6 +930,15 @@ def warpgroup_mma_wait(num_outstanding=0, deps=None, **_):
         program.scheduler.force(e)
     issued = program.mma_issued.get(id(program.scheduler.current()), [])
     complete = issued[: max(0, len(issued) - int(num_outstanding))]  # this wait sees these complete
+    for op in complete:
+        registers = getattr(op, "registers", None)
+        if registers is not None and not any(d is registers for d in deps or ()):
+            raise ProtocolError(
+                f"{who} waited for {op.what}, whose A operand comes from registers, without that tensor in the "
+                "wait's deps: on the GPU nothing then keeps those registers from being reused (by the next "
+                "tile's probabilities, say) while the wgmma still reads them. Keep it alive until the wait "
+                "that sees the wgmma complete: warpgroup_mma_wait(0, deps=(acc, p))"
+            )
     if complete:
         count = tick(program)[id(program.scheduler.current())]
         for op in complete:

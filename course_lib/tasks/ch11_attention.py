@@ -619,6 +619,9 @@ WS_ATTENTION_GPU = [
     ((3, 2, 777, 128), F16, "ragged, causal", True),
 ]
 WS_ATTENTION_PROBE = (2, 4, 1024, 128)  # the launch compiled for the structural checks (CPU tensors, never run)
+# the launch run in the Gluon simulator for the overlap inside a warpgroup (in both modes): 4 key tiles a row
+WS_OVERLAP_PROBE = (1, 2, 512, 64)
+OVERLAP_BAR = 0.5  # of a consumer's exp/exp2 evaluations, the share made while its own wgmma is in flight
 
 
 def _ws_attention_cases(mode: str) -> list[Case]:
@@ -657,7 +660,34 @@ def probe_ws_attention(module, entry) -> dict:
             err = err.__cause__
         lines = [line for line in str(err).splitlines() if line.strip()]
         facts["head_dim_64"] = " ".join((lines[-1] if lines else repr(err)).split())[:600]
+    facts["overlap"] = _overlap_facts(entry)
     return {**facts, "probe": f"a causal attention of shape {WS_ATTENTION_PROBE}, bfloat16"}
+
+
+def _overlap_facts(entry) -> dict:
+    """The learner's launcher on WS_OVERLAP_PROBE in course_lib's Gluon simulator (one program, the first
+    order of events): of each consumer's exp/exp2 evaluations, how many it made while one of its own
+    wgmmas was in flight (issued, and not yet seen complete by a warpgroup_mma_wait). FlashAttention-3's
+    overlap inside a warpgroup: the softmax of one tile beside this warpgroup's GEMM of another."""
+    from .. import gluon_cpu
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(WS_OVERLAP_PROBE, generator=gen).to(BF16) for _ in range(3))
+    runs: list = []
+    try:
+        with gluon_cpu.launches_simulated(seed=0, record=runs):
+            entry(q, k, v, torch.empty_like(q), False, WS_OVERLAP_PROBE[-1] ** -0.5, sms=1)
+    except gluon_cpu.NotSimulated as err:
+        return {"not_simulated": str(err)[:300]}
+    except Exception as err:  # a protocol mistake or a deadlock: the cases name it too (CPU mode)
+        return {"error": f"{type(err).__name__}: {err}"[:600]}
+    counts = [c for _, schedulers in runs for s in schedulers for c in getattr(s, "exp_calls", {}).items()]
+    per = {}
+    for name, (beside, total) in counts:
+        per.setdefault(name, [0, 0])
+        per[name][0] += beside
+        per[name][1] += total
+    return {"partitions": per}
 
 
 def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
@@ -695,11 +725,33 @@ def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
             "At head dim 64 the scores' layout (instr_shape [16, BLOCK_N, 16]) and the output's ([16, HEAD_DIM, "
             "16]) differ: a row vector of one goes to the other through gl.convert_layout(x, gl.SliceLayout(1, "
             "o_layout)). The CPU simulator does not check layouts; the compiler does."]))  # fmt: skip
+    checks.extend(_judge_overlap(facts.get("overlap") or {}))
     if not any(s.startswith("inc") for s in facts.get("setmaxnreg", [])):
         checks.append((False, "registers are not moved to the consumers (no setmaxnreg in the PTX)", [
             "give the producer few registers (worker_num_regs): the consumers hold two accumulators "
             "each"]))  # fmt: skip
     return checks
+
+
+def _judge_overlap(overlap: dict) -> list[tuple[bool, str, list[str]]]:
+    where = f"your launcher on shape {WS_OVERLAP_PROBE}, non-causal, bfloat16, in the Gluon simulator"
+    if "not_simulated" in overlap:  # a Gluon feature the simulator lacks: the overlap is not judged
+        return [(True, "the overlap inside a warpgroup: not judged", [f"{where}: {overlap['not_simulated']}"])]
+    if "error" in overlap:
+        return [(False, "the kernel fails in the Gluon simulator", [f"{where}: {overlap['error']}"])]
+    consumers = {name: c for name, c in (overlap.get("partitions") or {}).items() if c[1]}
+    if not consumers:
+        return [(False, "no softmax ran in the kernel", [f"{where}: no partition evaluated exp or exp2"])]
+    shares = {name: beside / total for name, (beside, total) in consumers.items()}
+    said = "; ".join(f"{name}: {c[0]} of {c[1]} exp/exp2 beside its own wgmma" for name, c in consumers.items())
+    if min(shares.values()) < OVERLAP_BAR:
+        return [(False, "the softmax does not overlap the warpgroup's own GEMMs", [
+            f"{where}: {said} (the bar: {OVERLAP_BAR:.0%} for each consumer).",
+            "FlashAttention-3 overlaps inside a warpgroup too: with tile j's q k^T and tile j-1's p @ v issued, "
+            "wait for the scores alone (warpgroup_mma_wait(num_outstanding=1, deps=(scores,))), run the "
+            "softmax while p @ v runs, and only then wait for acc (keeping p alive in deps), free the slot "
+            "and rescale acc."])]  # fmt: skip
+    return [(True, "the softmax overlaps the warpgroup's own GEMMs", [f"{where}: {said}"])]
 
 
 register(
@@ -730,16 +782,21 @@ register(
             "HEAD_DIM]).permute((1, 0)); scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True); "
             "prev = (count - 1) % NUM_BUFFERS; acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, "
             "HEAD_DIM]), acc, is_async=True); mbarrier.arrive(turn.index(1 - ROLE), count=1); turns += 1.",
-            "Hand the turn over right after issuing, before waiting: the other warpgroup's GEMMs then run while "
-            "this one waits and computes its softmax. Then scores, acc = warpgroup_mma_wait(num_outstanding=0, "
-            "deps=(scores, acc)), and only then free the previous slot: mbarrier.arrive(empty.index(prev), count=1).",
+            "The overlap: wgmma groups complete in issue order, so scores = warpgroup_mma_wait(num_outstanding=1, "
+            "deps=(scores,)) waits for q k^T alone and leaves p @ v running. Run the softmax then: p_next, m_i, "
+            "l_i, alpha = _softmax_step(scores, m_i, l_i, j, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL, "
+            "BLOCK_N, s_layout, o_layout).",
+            "Then acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p)) (p in deps keeps its registers "
+            "alive until p @ v has read them); only now free the previous slot, mbarrier.arrive(empty.index(prev), "
+            "count=1), and rescale: acc = acc * gl.expand_dims(alpha, 1); p = p_next.",
             "_softmax_step is chapter 11's online softmax with exp2: scores = gl.where(keep, scores * qk_scale, "
             'float("-inf")); m_new = gl.maximum(m_i, gl.max(scores, axis=1)); probs = gl.exp2(scores - '
-            "gl.expand_dims(m_new, 1)); alpha = gl.exp2(m_i - m_new); l_i = l_i * alpha + gl.sum(probs, axis=1).",
-            "acc lives in o_layout, alpha in the scores' row layout: acc * gl.expand_dims(gl.convert_layout(alpha, "
-            "gl.SliceLayout(1, o_layout)), 1). Return gl.convert_layout(probs.to(dtype), p_layout), m_new, l_i, acc. "
-            "CPU mode runs your cases in the course's Gluon simulator (a protocol mistake is named there), then "
-            "compiles the kernel for sm_90 and checks its structure; its speed needs a Hopper GPU.",
+            "gl.expand_dims(m_new, 1)); alpha = gl.exp2(m_i - m_new); l_i = l_i * alpha + gl.sum(probs, axis=1). "
+            "Return gl.convert_layout(probs.to(dtype), p_layout), m_new, l_i, gl.convert_layout(alpha, "
+            "gl.SliceLayout(1, o_layout)) (acc lives in o_layout, alpha in the scores' row layout).",
+            "CPU mode runs your cases in the course's Gluon simulator (a protocol mistake is named there), runs "
+            "one more launch there to see whether each warpgroup's softmax overlaps its own GEMMs, then compiles "
+            "the kernel for sm_90 and checks its structure; its speed needs a Hopper GPU.",
         ],
     )
 )

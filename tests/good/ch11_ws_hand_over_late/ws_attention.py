@@ -1,5 +1,5 @@
-"""Right, with less overlap: each warpgroup hands the turn over only after waiting for its two GEMMs, so the
-other's GEMMs no longer run beside this one's wait (on a GPU: slower, never wrong).
+"""Right, with less overlap: each warpgroup hands the turn over only after its scores are in, so the other's
+GEMMs no longer run beside this one's wait (on a GPU: slower, never wrong).
 """
 
 import torch
@@ -60,10 +60,11 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, 
 
 
 @gluon.jit
-def _softmax_step(scores, m_i, l_i, acc, j, rows, seq_len, qk_scale, dtype: gl.constexpr, CAUSAL: gl.constexpr,
+def _softmax_step(scores, m_i, l_i, j, rows, seq_len, qk_scale, dtype: gl.constexpr, CAUSAL: gl.constexpr,
                   BLOCK_N: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
     """The online softmax of key tile j's scores: the masks, the new row max, the probabilities p (in the
-    registers, as wgmma's A operand), the running sum, and the output rescaled to the new max."""
+    registers, as wgmma's A operand), the running sum, and alpha, the factor that rescales the output to
+    the new max (in the output's row layout; the caller applies it once the output is out of its wgmma)."""
     cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     keep = gl.expand_dims(cols < seq_len, 0)
     if CAUSAL:
@@ -74,8 +75,12 @@ def _softmax_step(scores, m_i, l_i, acc, j, rows, seq_len, qk_scale, dtype: gl.c
     probs = gl.exp2(scores - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(probs, axis=1)
-    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
-    return gl.convert_layout(probs.to(dtype), p_layout), m_new, l_i, acc
+    return (
+        gl.convert_layout(probs.to(dtype), p_layout),
+        m_new,
+        l_i,
+        gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)),
+    )
 
 
 @gluon.jit
@@ -113,8 +118,9 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
         mbarrier.arrive(turn.index(1 - ROLE), count=1)
         turns += 1
         scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
-        p, m_i, l_i, acc = _softmax_step(scores, m_i, l_i, acc, 0, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL,
-                                         BLOCK_N, s_layout, o_layout)  # fmt: skip
+        # acc is still zero: nothing to rescale
+        p, m_i, l_i, _ = _softmax_step(scores, m_i, l_i, 0, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL, BLOCK_N,
+                                       s_layout, o_layout)  # fmt: skip
         count += 1
         for j in range(1, n_kv):
             s = count % NUM_BUFFERS
@@ -124,13 +130,16 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
             scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True)
             prev = (count - 1) % NUM_BUFFERS
             acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-            scores, acc = warpgroup_mma_wait(num_outstanding=0, deps=(scores, acc))
+            scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run
             mbarrier.arrive(turn.index(1 - ROLE), count=1)
             turns += 1
+            # the softmax of tile j, while this warpgroup's p @ v and the other warpgroup's GEMMs run
+            p_next, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, j, rows, seq_len, qk_scale, q_tile.dtype,
+                                                    CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
+            acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
             mbarrier.arrive(empty.index(prev), count=1)  # both GEMMs that read slot prev have completed
-            # the softmax of tile j, while the other warpgroup's GEMMs run
-            p, m_i, l_i, acc = _softmax_step(scores, m_i, l_i, acc, j, rows, seq_len, qk_scale, q_tile.dtype,
-                                             CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
+            acc = acc * gl.expand_dims(alpha, 1)
+            p = p_next
             count += 1
         mbarrier.arrive(q_empty.index(ROLE), count=1)  # every q k^T of this item has completed
         # the last tile's p @ v, in one more turn
@@ -139,7 +148,7 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
                             is_async=True)  # fmt: skip
         mbarrier.arrive(turn.index(1 - ROLE), count=1)
         turns += 1
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        acc, _ = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
         mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
         out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
         tma.store_wait(0)  # the last item's store has read o_tile

@@ -1,0 +1,127 @@
+"""Writes chapter 11's Gluon submissions, tests/wrong/ch11_ws_* and tests/good/ch11_ws_*, from
+solutions/ws_attention.py: the solution without its markers and TODO lines, a docstring that says what is
+wrong (or right), and one mistake (or variant) each. Run it after changing the solution, so that each
+submission stays the solution but for its mistake (tests/test_ch11.py then says whether each still fails
+with its message, or passes):
+
+    python scripts/ws_attention_submissions.py [--check]
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+src = (ROOT / "solutions/ws_attention.py").read_text()
+body = (
+    "\n".join(line for line in src.splitlines() if not re.match(r"\s*# (BEGIN|END) SOLUTION|\s*# TODO:", line)) + "\n"
+)
+doc_end = body.index('"""', 3) + 3
+rest = body[doc_end:]
+
+LOOP_TURN = """            mbarrier.arrive(turn.index(1 - ROLE), count=1)
+            turns += 1
+            scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run
+"""
+FREE = "            mbarrier.arrive(empty.index(prev), count=1)  # both GEMMs that read slot prev have completed\n"
+RESCALE = "            acc = acc * gl.expand_dims(alpha, 1)\n"
+WAIT0 = "            acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))\n"
+WAIT1 = "            scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run\n"
+ALPHA_OUT = "gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))"
+
+
+def edit(text, *pairs):
+    for old, new in pairs:
+        assert text.count(old) == 1, (old, text.count(old))
+        text = text.replace(old, new)
+    return text
+
+
+variants = {
+    "wrong/ch11_ws_stale_turn": (
+        "Wrong on purpose: the turn counter is not advanced in the loop, so each warpgroup waits on a stale phase of\nits turn barrier (a deadlock).",
+        [(LOOP_TURN, LOOP_TURN.replace("            turns += 1\n", ""))],
+    ),
+    "wrong/ch11_ws_free_before_wait": (
+        "Wrong on purpose: the previous tile's slot is freed after the wait for the scores alone, while this\nwarpgroup's p @ v (issued after the scores) may still read its values: the producer may refill it under the\nrunning wgmma.",
+        [(FREE, ""), (WAIT1, WAIT1 + FREE)],
+    ),
+    "wrong/ch11_ws_no_acc_rescale": (
+        "Wrong on purpose: the running sum is rescaled when the max grows, the output accumulator is not.",
+        [(RESCALE, "")],
+    ),
+    "wrong/ch11_ws_no_convert_layout": (
+        "Wrong on purpose: alpha (in the scores' row layout) rescales acc (in the output's layout) with no\ngl.convert_layout. The CPU simulator does not check layouts, and at head dim 128 the two layouts are the same;\nat head dim 64 the compiler refuses it.",
+        [(ALPHA_OUT + ",", "alpha,  # wrong: alpha stays in the scores' row layout, acc is in o_layout")],
+    ),
+    "wrong/ch11_ws_rescale_before_wait": (
+        "Wrong on purpose: acc is rescaled before the wait that sees its p @ v complete: on the GPU the wgmma is\nstill writing those registers.",
+        [(RESCALE, ""), (WAIT0, RESCALE + WAIT0)],
+    ),
+    "wrong/ch11_ws_p_not_kept": (
+        "Wrong on purpose: the wait for p @ v does not keep p (the wgmma's A operand, in registers) in its deps: on\nthe GPU the compiler may reuse p's registers for the next tile's probabilities while the wgmma still reads\nthem. The values come out right in the simulator; its protocol check names it.",
+        [(WAIT0, "            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))\n")],
+    ),
+    "wrong/ch11_ws_no_overlap": (
+        "Wrong on purpose (values right): the scores and p @ v are waited for together before the softmax, so a\nwarpgroup's softmax never runs beside its own GEMM; only the other warpgroup's GEMMs overlap it. FlashAttention-3\noverlaps both.",
+        [(WAIT1, "            scores, acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(scores, acc, p))\n")],
+    ),
+    "good/ch11_ws_hand_over_late": (
+        "Right, with less overlap: each warpgroup hands the turn over only after its scores are in, so the other's\nGEMMs no longer run beside this one's wait (on a GPU: slower, never wrong).",
+        [(LOOP_TURN, WAIT1 + "            mbarrier.arrive(turn.index(1 - ROLE), count=1)\n            turns += 1\n")],
+    ),
+    "good/ch11_ws_rescale_before_pv": (
+        "Right, another order: acc is rescaled by the previous softmax step's alpha in the next turn, between issuing\nq k^T and issuing p @ v (while q k^T runs), instead of right after p @ v completes.",
+        [
+            (
+                "        # acc is still zero: nothing to rescale\n        p, m_i, l_i, _ = _softmax_step(",
+                "        # acc is still zero: alpha (0) rescales nothing, but the next turn applies it\n        p, m_i, l_i, alpha = _softmax_step(",
+            ),
+            (
+                "                                       s_layout, o_layout)  # fmt: skip\n        count += 1\n        for j",
+                "                                           s_layout, o_layout)  # fmt: skip\n        count += 1\n        for j",
+            ),
+            (RESCALE, ""),
+            (
+                "            prev = (count - 1) % NUM_BUFFERS\n",
+                RESCALE + "            prev = (count - 1) % NUM_BUFFERS\n",
+            ),
+            (
+                "        # the last tile's p @ v, in one more turn\n",
+                "        # the last tile's p @ v, in one more turn\n        acc = acc * gl.expand_dims(alpha, 1)\n",
+            ),
+        ],
+    ),
+}
+
+
+def formatted(path: Path, text: str) -> str:
+    ruff = next(
+        (r for r in (Path(sys.executable).parent / "ruff", ROOT / ".venv" / "bin" / "ruff") if r.exists()), "ruff"
+    )
+    done = subprocess.run([str(ruff), "format", "--stdin-filename", str(path), "-"],
+                          input=text, capture_output=True, text=True, check=True, cwd=ROOT)  # fmt: skip
+    return done.stdout
+
+
+def main(argv: list[str]) -> int:
+    """Writes each submission; with --check, writes nothing and names those that differ (exit 1)."""
+    stale = []
+    for folder, (doc, pairs) in variants.items():
+        path = ROOT / "tests" / folder / "ws_attention.py"
+        text = formatted(path, '"""' + doc + '\n"""' + edit(rest, *pairs))
+        if "--check" in argv:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path.relative_to(ROOT)))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print("wrote", path.relative_to(ROOT))
+    if stale:
+        print("not the solution but for their mistake (run scripts/ws_attention_submissions.py):", *stale)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
