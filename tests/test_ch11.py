@@ -28,6 +28,15 @@ WRONG_SUBMISSIONS = {
         ("with key tiles of 64, the running sum and the output were not rescaled", "several tiles (1, 1, 257, 64)"),
         ("tiny (1, 1, 1, 64)", "tiny causal (1, 1, 3, 64)"),
     ),
+    # the output rescaled, the sum not: the "missing rescale of the running sum"
+    "ch11_sum_not_rescaled": (
+        "flash_attention",
+        (
+            "with key tiles of 64, the output accumulator was rescaled when a tile raised the max, but the running "
+            "sum was not",
+        ),
+        ("tiny (1, 1, 1, 64)", "tiny causal (1, 1, 3, 64)"),
+    ),  # fmt: skip
     # the first query keeps no key at all (0/0 = NaN): NaN outputs are diagnosed too
     "ch11_causal_diagonal_dropped": (
         "flash_attention",
@@ -208,6 +217,9 @@ def test_the_diagnoses_name_only_their_mistake():
     assert "but the output accumulator was not" in spec.diagnose(
         inputs, ch11._no_rescale(*args, 64, sum_rescaled=True), case
     )
+    assert "but the running sum was not" in spec.diagnose(inputs, ch11._no_rescale(*args, 64, acc_rescaled=True), case)
+    both = ch11._no_rescale(*args, 64, sum_rescaled=True, acc_rescaled=True)  # the online softmax itself
+    assert torch.allclose(both, right) and spec.diagnose(inputs, both, case) is None
     # keys past seq_len counted as zeros: only a non-causal case can show it
     tail = next(c for c in spec.all_cases(runtime.MODE) if c.label == "tail")
     made = spec.make_inputs(tail, torch.Generator().manual_seed(2))

@@ -133,10 +133,10 @@ def _sdpa_backends(case: Case) -> dict:
     }
 
 
-def _no_rescale(q, k, v, causal, sm_scale, block_n: int, sum_rescaled: bool = False) -> torch.Tensor:
+def _no_rescale(q, k, v, causal, sm_scale, block_n: int, sum_rescaled=False, acc_rescaled=False) -> torch.Tensor:
     """Attention as a kernel computes it that walks the keys in tiles of ``block_n`` and keeps the running
-    max, but adds each tile's exp(s - m_new) to the output (and, unless ``sum_rescaled``, to the sum)
-    without rescaling what came before."""
+    max, but adds each tile's exp(s - m_new) to the output (unless ``acc_rescaled``) and to the sum (unless
+    ``sum_rescaled``) without rescaling what came before."""
     scores = _masked_scores(q, k, causal, sm_scale)
     m = torch.full(scores.shape[:-1], float("-inf"), dtype=scores.dtype, device=scores.device)
     total = torch.zeros_like(m)
@@ -145,17 +145,17 @@ def _no_rescale(q, k, v, causal, sm_scale, block_n: int, sum_rescaled: bool = Fa
         s = scores[..., start : start + block_n]
         m_new = torch.maximum(m, s.amax(dim=-1))
         p = torch.exp(s - m_new[..., None]).nan_to_num(0.0)
-        alpha = torch.exp(m - m_new).nan_to_num(0.0) if sum_rescaled else 1.0
-        total = total * alpha + p.sum(dim=-1)
+        alpha = torch.exp(m - m_new).nan_to_num(0.0)
+        total = total * (alpha if sum_rescaled else 1.0) + p.sum(dim=-1)
+        acc = acc * (alpha[..., None] if acc_rescaled else 1.0) + p @ v[..., start : start + block_n, :]
         m = m_new
-        acc = acc + p @ v[..., start : start + block_n, :]
     return acc / total[..., None]
 
 
 def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
     """Name the known mistakes an output matches: the causal diagonal left out or one key too many, the
-    scale left out or applied twice, the rescale left out (of the sum and the output, or of the output
-    only), keys past seq_len counted as zeros."""
+    scale left out or applied twice, the rescale left out (of the sum and the output, of the output only,
+    or of the sum only), keys past seq_len counted as zeros."""
     q, k, v, causal, scale = (inputs[n] for n in ("q", "k", "v", "causal", "sm_scale"))
     tol = ATTENTION_TOLERANCE[case.dtype]
 
@@ -182,6 +182,10 @@ def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | No
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n, sum_rescaled=True)):
             return (f"with key tiles of {block_n}, the running sum was rescaled when a tile raised the max, but the "
                     "output accumulator was not: multiply acc by the same exp(m_old - m_new)")  # fmt: skip
+        if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n, acc_rescaled=True)):
+            return (f"with key tiles of {block_n}, the output accumulator was rescaled when a tile raised the max, "
+                    "but the running sum was not: l = l * exp(m_old - m_new) + rowsum(p), the same factor as "
+                    "acc's")  # fmt: skip
         seq = k.shape[-2]
         padded = -(-seq // block_n) * block_n
         if not causal and padded > seq:  # (causal: the mask already drops keys past the last query)
