@@ -19,10 +19,11 @@
 #   hold        tests/test_gpu_hold.py in GPU mode (the grader's GPU-hold protocol)
 #   decode      scripts/experiments_gemm.py decode: chapter 07's decode kernels and split-K, to results/
 #   gluon       scripts/gluon_gpu_outputs.py: chapters 09-10's Gluon kernels on the GPU and in the CPU simulator
-#   attention   chapter 11: its solutions checked, benched beside SDPA's backends (bench_attention_h200.json),
-#               the layer's parts timed at prefill and decode (experiment_attention_layer_h200.json), and
-#               the Gluon kernel beside SDPA's backends and the Triton kernel (experiment_attention_h200.json),
-#               and the JIT's cost as decode contexts grow (experiment_attention_jit_h200.json)
+#   attention   chapter 11: its solutions checked, the Gluon kernel beside SDPA's backends and the Triton
+#               kernel (experiment_attention_h200.json), the layer's parts timed at prefill and decode
+#               (experiment_attention_layer_h200.json); each part under its own timeout
+#   attention_bench  chapter 11's tasks benched beside their baselines (bench_attention_h200.json), and the
+#               JIT's cost as decode contexts grow (experiment_attention_jit_h200.json)
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -149,17 +150,29 @@ step_gluon() {
   cut -c1-400 "$OUT/gluon.txt" | tail -12
 }
 step_attention() {
-  $py -m course_lib check flash_attention paged_decode ws_attention --solutions > "$OUT/attention_check.txt" 2>&1
-  tail -4 "$OUT/attention_check.txt"
+  timeout "${ATTENTION_SMOKE_S:-90}" $py scripts/gluon_attention.py --smoke > "$OUT/attention_smoke.txt" 2>&1
+  echo "smoke: exit $?" >> "$OUT/attention_smoke.txt"
+  cat "$OUT/attention_smoke.txt"
+  timeout "${ATTENTION_CHECK_S:-180}" $py -m course_lib check flash_attention paged_decode ws_attention --solutions \
+    > "$OUT/attention_check.txt" 2>&1
+  echo "check: exit $?" >> "$OUT/attention_check.txt"
+  tail -6 "$OUT/attention_check.txt"
+  timeout "${ATTENTION_GLUON_S:-200}" $py scripts/gluon_attention.py --bench "$OUT" > "$OUT/attention_gluon.txt" 2>&1
+  echo "gluon bench: exit $?" >> "$OUT/attention_gluon.txt"
+  cat "$OUT/attention_gluon.txt"
+  timeout "${ATTENTION_LAYER_S:-150}" $py scripts/attention_layer_profile.py \
+    --out "$OUT/experiment_attention_layer_h200.json" > "$OUT/attention_layer.txt" 2>&1
+  echo "layer profile: exit $?" >> "$OUT/attention_layer.txt"
+  cat "$OUT/attention_layer.txt"
+}
+step_attention_bench() {
   timeout "${ATTENTION_BENCH_S:-400}" $py -m course_lib bench flash_attention paged_decode ws_attention \
     --record "$OUT/bench_attention_h200.json" > "$OUT/attention_bench.txt" 2>&1
-  tail -30 "$OUT/attention_bench.txt"
-  timeout 200 $py scripts/attention_layer_profile.py --out "$OUT/experiment_attention_layer_h200.json" \
-    > "$OUT/attention_layer.txt" 2>&1
-  cat "$OUT/attention_layer.txt"
-  timeout 300 $py scripts/gluon_attention.py --bench "$OUT" > "$OUT/attention_gluon.txt" 2>&1
-  cat "$OUT/attention_gluon.txt"
-  timeout 300 $py scripts/attention_jit.py --out "$OUT/experiment_attention_jit_h200.json" > "$OUT/attention_jit.txt" 2>&1
+  echo "bench: exit $?" >> "$OUT/attention_bench.txt"
+  tail -40 "$OUT/attention_bench.txt"
+  timeout "${ATTENTION_JIT_S:-150}" $py scripts/attention_jit.py --out "$OUT/experiment_attention_jit_h200.json" \
+    > "$OUT/attention_jit.txt" 2>&1
+  echo "jit: exit $?" >> "$OUT/attention_jit.txt"
   cat "$OUT/attention_jit.txt"
 }
 step_gpu_tests() {
