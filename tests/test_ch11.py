@@ -419,3 +419,21 @@ def test_the_gluon_submissions_are_the_solution_but_for_their_mistake(tmp_path):
     done = subprocess.run([sys.executable, str(copy / "scripts" / script.name), "--check"], capture_output=True,
                           text=True, cwd=copy)  # fmt: skip
     assert done.returncode == 1 and "ch11_ws_no_overlap" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_lessons_decode_split_is_the_solutions():
+    """lessons.ch11.decode_programs restates the solution launcher's split (a lesson cannot import a solution:
+    releases withhold them); the launches the solution makes must keep agreeing with it."""
+    from course_lib import compilation, sources
+    from course_lib.lessons import ch11 as lessons
+
+    solution = sources.load_module("paged_decode", "solutions")
+    for batch, kv_heads, max_pages in [(1, 1, 1), (3, 2, 40), (16, 8, 256), (64, 8, 256), (65, 2, 256), (200, 8, 3)]:
+        q = torch.zeros(batch, 2 * kv_heads, 64, dtype=torch.float16)
+        cache = torch.zeros(8, 16, kv_heads, 64, dtype=torch.float16)
+        table = torch.zeros(batch, max_pages, dtype=torch.int32)
+        lengths = torch.ones(batch, dtype=torch.int32)
+        args = (q, cache, cache.clone(), table, lengths, 0.1, torch.empty_like(q))
+        launches = compilation.recorded_launches(solution.paged_decode, *args)
+        grid = launches[0][2]["grid"]
+        assert (batch * kv_heads, grid[0] * grid[1] * grid[2]) == lessons.decode_programs(batch, kv_heads, max_pages)
