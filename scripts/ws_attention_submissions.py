@@ -32,7 +32,12 @@ ALPHA_OUT = "gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))"
 
 
 def edit(text, *pairs):
+    """Each (old, new): old occurs exactly once; "re:PATTERN" replaces every match (at least one)."""
     for old, new in pairs:
+        if old.startswith("re:"):
+            text, count = re.subn(old[3:], new, text)
+            assert count, old
+            continue
         assert text.count(old) == 1, (old, text.count(old))
         text = text.replace(old, new)
     return text
@@ -72,15 +77,12 @@ variants = {
         [(LOOP_TURN, WAIT1 + "            mbarrier.arrive(turn.index(1 - ROLE), count=1)\n            turns += 1\n")],
     ),
     "good/ch11_ws_rescale_before_pv": (
-        "Right, another order: acc is rescaled by the previous softmax step's alpha in the next turn, between issuing\nq k^T and issuing p @ v (while q k^T runs), instead of right after p @ v completes.",
+        "Right, another order: acc is rescaled by the previous softmax step's alpha in the next turn, between issuing\n"
+        "q k^T and issuing p @ v (while q k^T runs), instead of right after p @ v completes.",
         [
             (
-                "        # acc is still zero: nothing to rescale\n        p, m_i, l_i, _ = _softmax_step(",
-                "        # acc is still zero: alpha (0) rescales nothing, but the next turn applies it\n        p, m_i, l_i, alpha = _softmax_step(",
-            ),
-            (
-                "                                       s_layout, o_layout)  # fmt: skip\n        count += 1\n        for j",
-                "                                           s_layout, o_layout)  # fmt: skip\n        count += 1\n        for j",
+                "        # acc is still zero: alpha has nothing to rescale\n",
+                "        # acc is still zero: alpha (0) rescales nothing, but the next turn applies it\n",
             ),
             (RESCALE, ""),
             (
@@ -91,6 +93,22 @@ variants = {
                 "        # the last tile's p @ v, in one more turn\n",
                 "        # the last tile's p @ v, in one more turn\n        acc = acc * gl.expand_dims(alpha, 1)\n",
             ),
+        ],
+    ),
+    "wrong/ch11_ws_turn_over_softmax": (
+        "Wrong on purpose (values right): the turn is handed over only after the softmax, so the other warpgroup's\n"
+        "GEMMs wait through it: the two warpgroups' softmaxes and GEMMs run one after the other, not side by side.",
+        [
+            (LOOP_TURN, WAIT1),
+            (WAIT0, "            mbarrier.arrive(turn.index(1 - ROLE), count=1)\n            turns += 1\n" + WAIT0),
+        ],
+    ),
+    "wrong/ch11_ws_no_turns": (
+        "Wrong on purpose (values right): the consumers take no turns at the tensor cores (no turn barrier waited\n"
+        "on or arrived on): nothing keeps one warpgroup's softmax beside the other's GEMMs.",
+        [
+            ("re:\\n *mbarrier\\.wait\\(turn\\.index\\(ROLE\\)[^\\n]*", ""),
+            ("re:\\n *mbarrier\\.arrive\\(turn\\.index\\(1 - ROLE\\)[^\\n]*\\n *turns \\+= 1", ""),
         ],
     ),
 }

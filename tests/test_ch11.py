@@ -96,8 +96,19 @@ WRONG_SUBMISSIONS = {
     ),
     "ch11_ws_p_not_kept": (
         "ws_attention",
-        ("whose A operand comes from registers, without that tensor in the wait's deps", "deps=(acc, p)"),
+        ("whose A operand comes from registers, without that tensor in the deps of the wait", "deps=(acc, p)"),
         ("one key tile (1, 3, 64, 128)",),  # one key tile: its p @ v is the last, waited with p kept
+    ),
+    # values right: the turn held through the softmax, or no turns at all (no ping-pong)
+    "ch11_ws_turn_over_softmax": (
+        "ws_attention",
+        ("all 7 cases are right, but the softmax runs inside the warpgroup's turn", "48 of 64 exp/exp2 inside"),
+        (),
+    ),
+    "ch11_ws_no_turns": (
+        "ws_attention",
+        ("all 7 cases are right, but the two consumer warpgroups take no turns",),
+        (),
     ),
     # values right: the softmax waits for both GEMMs, so it never runs beside this warpgroup's own GEMM
     "ch11_ws_no_overlap": (
@@ -315,13 +326,38 @@ def test_the_ws_attention_judge_wants_two_consumer_warpgroups():
 def test_the_overlap_judge_wants_each_consumers_softmax_beside_its_own_gemm():
     """The bar is per consumer: one warpgroup overlapping does not carry the other; a kernel the simulator
     cannot run is not judged on it; a simulator failure is named."""
-    judge = ch11._judge_overlap
-    assert judge({"partitions": {"a": [48, 64], "b": [48, 64], "producer": [0, 0]}})[0][0]
-    assert not judge({"partitions": {"a": [48, 64], "b": [0, 64]}})[0][0]
-    assert not judge({"partitions": {}})[0][0]
-    assert judge({"not_simulated": "inline PTX"})[0][0]
-    ok, summary, _ = judge({"error": "Deadlock: ..."})[0]
+
+    def judge(partitions, held=None, barriers=("turn[0]", "turn[1]")):
+        turns = {"barriers": list(barriers), "held": held or {n: [0, c[1]] for n, c in partitions.items()}}
+        return ch11._judge_overlap({"partitions": partitions, "turns": turns})
+
+    def passed(verdicts):
+        return all(ok for ok, _, _ in verdicts)
+
+    assert passed(judge({"a": [48, 64], "b": [48, 64], "producer": [0, 0]}))
+    assert not passed(judge({"a": [48, 64], "b": [0, 64]}))
+    assert not passed(judge({}))
+    # the turns: none at all, or a softmax inside its turn, fail; half of it inside passes
+    assert not passed(judge({"a": [48, 64], "b": [48, 64]}, barriers=()))
+    assert not passed(judge({"a": [48, 64], "b": [48, 64]}, held={"a": [0, 64], "b": [48, 64]}))
+    assert passed(judge({"a": [48, 64], "b": [48, 64]}, held={"a": [32, 64], "b": [32, 64]}))
+    assert passed(ch11._judge_overlap({"not_simulated": "inline PTX"}))
+    ok, summary, _ = ch11._judge_overlap({"error": "Deadlock: ..."})[0]
     assert not ok and "simulator" in summary
+
+
+def test_the_turn_facts_follow_each_consumers_own_order():
+    """A turn barrier is one consumer's wait and the other's arrival; an exponential counts as inside the turn
+    between a consumer's wait on one and its next arrival on one. Barriers among a consumer and the producer
+    are no turns."""
+    timeline = {
+        "c0": [("w", "ready[0]"), ("w", "turn[0]"), ("a", "turn[1]"), ("x", ""), ("w", "turn[0]"), ("x", ""),
+               ("a", "turn[1]"), ("a", "empty[0]")],
+        "c1": [("w", "ready[0]"), ("w", "turn[1]"), ("a", "turn[0]"), ("x", ""), ("x", "")],
+        "producer": [("w", "empty[0]"), ("a", "ready[0]")],
+    }  # fmt: skip
+    facts = ch11._turn_facts([timeline], ["c0", "c1"])
+    assert facts == {"barriers": ["turn[0]", "turn[1]"], "held": {"c0": [1, 2], "c1": [0, 2]}}
 
 
 def test_a_wgmma_accumulator_is_read_only_through_its_wait(tmp_path):
@@ -437,3 +473,39 @@ def test_the_lessons_decode_split_is_the_solutions():
         launches = compilation.recorded_launches(solution.paged_decode, *args)
         grid = launches[0][2]["grid"]
         assert (batch * kv_heads, grid[0] * grid[1] * grid[2]) == lessons.decode_programs(batch, kv_heads, max_pages)
+
+
+def test_the_nanobind_report_at_exit_is_not_the_learners_output():
+    """Triton 3.9's bindings list their leaks when a Python that compiled a Gluon kernel exits; the worker's
+    output shown as "your code printed" drops those lines and keeps the learner's own."""
+    from course_lib.grader.isolation import _without_teardown_noise
+
+    printed = (
+        'step 1\nnanobind: leaked 4 instances!\n - leaked instance 0x7f of type "triton._C.libtriton.ir.attribute"\n'
+        'nanobind: leaked 326 functions!\n - leaked function "create_scaled_downcast_fp8"\n - ... skipped remainder\n'
+        "nanobind: this is likely caused by a reference counting issue in the binding code.\n"
+        "See https://nanobind.readthedocs.io/en/latest/refleaks.html\nstep 2 - leaked nothing\n"
+    )
+    assert _without_teardown_noise(printed) == "step 1\nstep 2 - leaked nothing\n"
+    assert _without_teardown_noise("no noise here\n") == "no noise here\n"
+
+
+def test_a_register_operand_renamed_before_its_wait_is_named(tmp_path):
+    """p given the next tile's probabilities before the wait for p @ v: the deps hold "p", but not the tensor
+    the wgmma reads, and the message says so (a learner found the plain message pointing at deps=(acc, p))."""
+    from course_lib import gluon_cpu
+    from course_lib.gluon_cpu.language import ProtocolError
+
+    source = (ROOT / "solutions" / "ws_attention.py").read_text()
+    renamed = source.replace(
+        "            p_next, m_i, l_i, alpha = _softmax_step(", "            p, m_i, l_i, alpha = _softmax_step("
+    )
+    renamed = renamed.replace("            p = p_next\n", "")
+    assert renamed.count("p_next") == 0
+    (tmp_path / "ws_attention.py").write_text(renamed)
+    module = _load(tmp_path / "ws_attention.py")
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 300, 64, generator=gen).to(torch.float16) for _ in range(3))
+    with pytest.raises(ProtocolError, match="that name was given a new value"):
+        with gluon_cpu.launches_simulated(seed=0):
+            module.ws_attention(q, k, v, torch.empty_like(q), True, 0.125, sms=1)

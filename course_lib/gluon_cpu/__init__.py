@@ -372,7 +372,7 @@ def simulate(
             scheduler.flush()  # what is still in flight when the program ends lands now
         finally:
             L._bind_program(None)
-        scheduler.exp_calls = program.exp_calls
+        scheduler.exp_calls, scheduler.timeline = program.exp_calls, program.timeline
         schedulers.append(scheduler)
     return schedulers
 

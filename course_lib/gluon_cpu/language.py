@@ -59,6 +59,9 @@ def triton_dtype(dtype: torch.dtype):
 # ------------------------------------------------------------------------------------------ the program
 
 
+TIMELINE_CAP = 100_000
+
+
 class Program:
     """One program of the grid, run on the CPU: its ids, its scheduler, and what it allocated."""
 
@@ -78,6 +81,14 @@ class Program:
         # partition name -> [exp/exp2 evaluations while one of its own wgmmas was in flight, all of them]:
         # whether a warpgroup's softmax overlaps its own GEMMs (``exp_beside_mma``)
         self.exp_calls: dict = {}
+        # partition name -> its barrier waits ("w", name), arrivals ("a", name) and exp/exp2 ("x", "") in
+        # program order (the first TIMELINE_CAP): whether a consumer's softmax runs inside its turn
+        self.timeline: dict = {}
+
+    def note(self, kind: str, what: str = "") -> None:
+        events = self.timeline.setdefault(self.partition_name(), [])
+        if len(events) < TIMELINE_CAP:
+            events.append((kind, what))
 
     @classmethod
     def now(cls) -> Program:
@@ -101,6 +112,7 @@ def exp_beside_mma() -> None:
     counts = program.exp_calls.setdefault(program.partition_name(), [0, 0])
     counts[0] += bool(program.mma_issued.get(id(me)))
     counts[1] += 1
+    program.note("x")
 
 
 def _bind_program(program: Program | None) -> None:
@@ -621,7 +633,9 @@ def mbarrier_arrive(bar, *, count=1, pred=True, **_):
     if not pred:
         return
     program = Program.now()
-    _barrier(bar).arrive(int(count), program.partition_name(), tick(program))
+    b = _barrier(bar)
+    b.arrive(int(count), program.partition_name(), tick(program))
+    program.note("a", str(b.name))
     program.scheduler.point()
 
 
@@ -634,6 +648,7 @@ def mbarrier_wait(bar, phase, pred=True, deps=(), **_):
     parity = int(phase) & 1
     program.scheduler.point(lambda: b.passed(parity), lambda: f"{b.name} for parity {parity} ({b.state()})")
     _join(clock_of(program), b.done_clock)  # what the completed phases' arrivals had seen, this partition sees
+    program.note("w", str(b.name))
 
 
 # ------------------------------------------------------------------------------------ TMA descriptors
@@ -933,11 +948,21 @@ def warpgroup_mma_wait(num_outstanding=0, deps=None, **_):
     for op in complete:
         registers = getattr(op, "registers", None)
         if registers is not None and not any(d is registers for d in deps or ()):
+            alike = [d for d in deps or () if isinstance(d, Value) and d is not registers and d.shape == registers.shape
+                     and d.dtype == registers.dtype]  # fmt: skip
+            why = (
+                " The deps hold a tensor of its shape and dtype, but not the one the wgmma reads: that name was "
+                "given a new value (the next tile's probabilities?) before this wait. Keep the new one under "
+                "another name until the wait, then rename it."
+                if alike
+                else ""
+            )
             raise ProtocolError(
                 f"{who} waited for {op.what}, whose A operand comes from registers, without that tensor in the "
-                "wait's deps: on the GPU nothing then keeps those registers from being reused (by the next "
-                "tile's probabilities, say) while the wgmma still reads them. Keep it alive until the wait "
-                "that sees the wgmma complete: warpgroup_mma_wait(0, deps=(acc, p))"
+                f"deps of the wait that sees it complete (this warpgroup_mma_wait(num_outstanding="
+                f"{int(num_outstanding)})): on the GPU nothing then keeps those registers from being reused while "
+                f"the wgmma still reads them.{why} Keep it alive until that wait: warpgroup_mma_wait(0, deps=(acc, "
+                "p))"
             )
     if complete:
         count = tick(program)[id(program.scheduler.current())]

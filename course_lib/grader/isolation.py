@@ -25,6 +25,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import select
 import shutil
 import socket
@@ -536,8 +537,23 @@ def _read_tail(path: str, limit: int = 4000) -> str:
         with contextlib.suppress(OSError):
             if stat.S_ISREG(os.lstat(path).st_mode):  # the job's own log file: never a device or a link
                 os.unlink(path)
-    text = claims.visible(text)
+    text = claims.visible(_without_teardown_noise(text))
     return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+# what Triton's nanobind bindings print when a Python that compiled a Gluon kernel exits (Triton 3.9): the
+# library's own report, not something the learner printed
+_NANOBIND_NOISE = re.compile(
+    r"^(nanobind: leaked \d+ (instances|types|functions)!|\s*- leaked (instance|type|function) .*|\s*- \.\.\. "
+    r"skipped remainder|nanobind: this is likely caused by a reference counting issue.*|See https://nanobind"
+    r"\.readthedocs\.io/\S*refleaks\S*)$"
+)
+
+
+def _without_teardown_noise(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    kept = [line for line in lines if not _NANOBIND_NOISE.match(line.rstrip("\n"))]
+    return "".join(kept) if len(kept) != len(lines) else text
 
 
 # --------------------------------------------------------------------------------------------------

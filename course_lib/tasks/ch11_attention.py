@@ -626,6 +626,7 @@ WS_ATTENTION_PROBE = (2, 4, 1024, 128)  # the launch compiled for the structural
 # the launch run in the Gluon simulator for the overlap inside a warpgroup (in both modes): 4 key tiles a row
 WS_OVERLAP_PROBE = (1, 2, 512, 64)
 OVERLAP_BAR = 0.5  # of a consumer's exp/exp2 evaluations, the share made while its own wgmma is in flight
+TURN_BAR = 0.5  # of a consumer's exp/exp2 evaluations, the share it may make while it holds its turn
 
 
 def _ws_attention_cases(mode: str) -> list[Case]:
@@ -691,7 +692,36 @@ def _overlap_facts(entry) -> dict:
         per.setdefault(name, [0, 0])
         per[name][0] += beside
         per[name][1] += total
-    return {"partitions": per}
+    timelines = [getattr(s, "timeline", {}) for _, schedulers in runs for s in schedulers]
+    return {"partitions": per, "turns": _turn_facts(timelines, [name for name, c in per.items() if c[1]])}
+
+
+def _turn_facts(timelines: list[dict], consumers: list[str]) -> dict:
+    """The consumers' turns, from each program's timeline (a partition's barrier waits, arrivals and
+    exponentials in its own order). A turn barrier is one that a consumer waits on and the other consumer
+    arrives on. A consumer holds its turn from its wait on such a barrier to its next arrival on one; an
+    exponential made while it holds it is a softmax inside the turn, which the other warpgroup's GEMMs
+    cannot overlap."""
+    waits, arrivals = {}, {}
+    for timeline in timelines:
+        for name in consumers:
+            for kind, barrier in timeline.get(name, ()):
+                if kind in "wa":
+                    (waits if kind == "w" else arrivals).setdefault(barrier, set()).add(name)
+    turn = sorted(b for b in waits if any(other not in waits[b] for other in arrivals.get(b, ())))
+    held = {name: [0, 0] for name in consumers}
+    for timeline in timelines:
+        for name in consumers:
+            holding = False
+            for kind, barrier in timeline.get(name, ()):
+                if kind == "w" and barrier in turn:
+                    holding = True
+                elif kind == "a" and barrier in turn:
+                    holding = False
+                elif kind == "x":
+                    held[name][0] += holding
+                    held[name][1] += 1
+    return {"barriers": turn, "held": held}
 
 
 def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
@@ -746,16 +776,37 @@ def _judge_overlap(overlap: dict) -> list[tuple[bool, str, list[str]]]:
     consumers = {name: c for name, c in (overlap.get("partitions") or {}).items() if c[1]}
     if not consumers:
         return [(False, "no softmax ran in the kernel", [f"{where}: no partition evaluated exp or exp2"])]
+    checks = []
+    turns = overlap.get("turns") or {}
+    if len(consumers) >= 2:
+        barriers = turns.get("barriers") or []
+        held = {name: c for name, c in (turns.get("held") or {}).items() if c[1]}
+        told = "; ".join(f"{name}: {c[0]} of {c[1]} exp/exp2 inside its turn" for name, c in held.items())
+        if not barriers:
+            checks.append((False, "the two consumer warpgroups take no turns", [
+                f"{where}: no barrier that one consumer waits on and the other arrives on.",
+                "Ping-pong: each warpgroup waits for its turn (mbarrier.wait(turn.index(ROLE), ...)) before "
+                "issuing its GEMMs and hands it over (mbarrier.arrive(turn.index(1 - ROLE), count=1)) right "
+                "after, so that its softmax runs while the other's GEMMs do."]))  # fmt: skip
+        elif held and max(c[0] / c[1] for c in held.values()) > TURN_BAR:
+            checks.append((False, "the softmax runs inside the warpgroup's turn", [
+                f"{where}: turns on {', '.join(barriers)}; {told} (the bar: at most {TURN_BAR:.0%}).",
+                "While a warpgroup holds the turn the other one's GEMMs wait, so a softmax inside the turn "
+                "overlaps nothing: hand the turn over (mbarrier.arrive(turn.index(1 - ROLE), count=1)) right "
+                "after issuing this turn's GEMMs, before waiting for them."]))  # fmt: skip
+        else:
+            checks.append((True, "each consumer's softmax runs outside its turn", [
+                f"{where}: turns on {', '.join(barriers)}; {told}"]))  # fmt: skip
     shares = {name: beside / total for name, (beside, total) in consumers.items()}
     said = "; ".join(f"{name}: {c[0]} of {c[1]} exp/exp2 beside its own wgmma" for name, c in consumers.items())
     if min(shares.values()) < OVERLAP_BAR:
-        return [(False, "the softmax does not overlap the warpgroup's own GEMMs", [
+        return checks + [(False, "the softmax does not overlap the warpgroup's own GEMMs", [
             f"{where}: {said} (the bar: {OVERLAP_BAR:.0%} for each consumer).",
             "FlashAttention-3 overlaps inside a warpgroup too: with tile j's q k^T and tile j-1's p @ v issued, "
             "wait for the scores alone (warpgroup_mma_wait(num_outstanding=1, deps=(scores,))), run the "
             "softmax while p @ v runs, and only then wait for acc (keeping p alive in deps), free the slot "
             "and rescale acc."])]  # fmt: skip
-    return [(True, "the softmax overlaps the warpgroup's own GEMMs", [f"{where}: {said}"])]
+    return checks + [(True, "the softmax overlaps the warpgroup's own GEMMs", [f"{where}: {said}"])]
 
 
 register(
@@ -799,8 +850,9 @@ register(
             "Return gl.convert_layout(probs.to(dtype), p_layout), m_new, l_i, gl.convert_layout(alpha, "
             "gl.SliceLayout(1, o_layout)) (acc lives in o_layout, alpha in the scores' row layout).",
             "CPU mode runs your cases in the course's Gluon simulator (a protocol mistake is named there), runs "
-            "one more launch there to see whether each warpgroup's softmax overlaps its own GEMMs, then compiles "
-            "the kernel for sm_90 and checks its structure; its speed needs a Hopper GPU.",
+            "one more launch there to see whether each warpgroup's softmax overlaps its own GEMMs and runs "
+            "outside its turn, then compiles the kernel for sm_90 and checks its structure; its speed needs a "
+            "Hopper GPU.",
         ],
     )
 )

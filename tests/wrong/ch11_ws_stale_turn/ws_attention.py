@@ -118,9 +118,9 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
         mbarrier.arrive(turn.index(1 - ROLE), count=1)
         turns += 1
         scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
-        # acc is still zero: nothing to rescale
-        p, m_i, l_i, _ = _softmax_step(scores, m_i, l_i, 0, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL, BLOCK_N,
-                                       s_layout, o_layout)  # fmt: skip
+        # acc is still zero: alpha has nothing to rescale
+        p, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, 0, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL,
+                                           BLOCK_N, s_layout, o_layout)  # fmt: skip
         count += 1
         for j in range(1, n_kv):
             s = count % NUM_BUFFERS
@@ -147,7 +147,7 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
                             is_async=True)  # fmt: skip
         mbarrier.arrive(turn.index(1 - ROLE), count=1)
         turns += 1
-        acc, _ = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
+        acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
         mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
         out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
         tma.store_wait(0)  # the last item's store has read o_tile
