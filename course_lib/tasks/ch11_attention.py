@@ -832,7 +832,11 @@ register(
         judge=judge_ws_attention,
         timeout_s=120.0,
         hints=[
-            "The turn of key tile j >= 1 is key tile 0's turn (written above it) with one more GEMM: "
+            "Start from key tile 0's turn, written above the loop: wait for the turn, issue, hand it over, then "
+            "wait. Tile j >= 1 issues one more GEMM in its turn, the previous tile's p @ v, right after the "
+            "scores'. wgmma groups complete in the order they were issued: that is what lets you wait for the "
+            "scores alone and run the softmax while p @ v is still running.",
+            "The turn of key tile j >= 1 is key tile 0's turn with one more GEMM: "
             "mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE)); k_t = k_bufs.index(s).reshape([BLOCK_N, "
             "HEAD_DIM]).permute((1, 0)); scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True); "
             "prev = (count - 1) % NUM_BUFFERS; acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, "
