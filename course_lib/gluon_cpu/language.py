@@ -81,8 +81,9 @@ class Program:
         # partition name -> [exp/exp2 evaluations while one of its own wgmmas was in flight, all of them]:
         # whether a warpgroup's softmax overlaps its own GEMMs (``exp_beside_mma``)
         self.exp_calls: dict = {}
-        # partition name -> its barrier waits ("w", name), arrivals ("a", name) and exp/exp2 ("x", "") in
-        # program order (the first TIMELINE_CAP): whether a consumer's softmax runs inside its turn
+        # partition name -> its barrier waits ("w", name), arrivals ("a", name), exp/exp2 ("x", "") and
+        # wgmma issues ("m", "") in program order (the first TIMELINE_CAP): whether a consumer's softmax runs
+        # inside its turn
         self.timeline: dict = {}
 
     def note(self, kind: str, what: str = "") -> None:
@@ -909,6 +910,7 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
     for x in operands:  # the slots it reads, until a wait of this partition sees it complete
         program.mma_reads[(me, x.key())] = op
     program.mma_issued.setdefault(me, []).append(op)
+    program.note("m")
     if is_async and not isinstance(a, SharedMemory):
         op.registers = a  # A from registers: they must stay alive until a wait sees this wgmma complete
     previous = [e for e in _in_flight(program) if getattr(e, "kind", "") == "mma" and e.owner == who]

@@ -693,6 +693,9 @@ def _overlap_facts(entry) -> dict:
         per[name][0] += beside
         per[name][1] += total
     timelines = [getattr(s, "timeline", {}) for _, schedulers in runs for s in schedulers]
+    # the consumers: partitions that issue wgmmas and take exponentials (a producer's exp is no softmax)
+    mma = {name for timeline in timelines for name, events in timeline.items() if any(k == "m" for k, _ in events)}
+    per = {name: c for name, c in per.items() if name in mma}
     return {"partitions": per, "turns": _turn_facts(timelines, [name for name, c in per.items() if c[1]])}
 
 
