@@ -94,10 +94,14 @@ def plan(gpu: tuple[str, tuple[int, int]] | None, versions: dict[str, str | None
 
 
 def _installed(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """The installed version of ``name``. Triton is also "pytorch-triton", the name PyTorch's nightly
+    wheels install it under (the same ``triton`` package inside)."""
+    for dist in (name, "pytorch-triton") if name == "triton" else (name,):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def _gpu() -> tuple[str, tuple[int, int]] | None:

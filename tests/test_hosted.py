@@ -56,6 +56,23 @@ def test_odd_version_strings():
     assert hosted.plan(("NVIDIA H100", (9, 0)), {**HAVE_ALL, "torch": "2.10.0a0", "triton": "3.6.0+git"}).mode == "gpu"
 
 
+def test_a_nightly_torchs_pytorch_triton_counts_as_triton(monkeypatch):
+    """PyTorch's nightly wheels install Triton as the distribution "pytorch-triton": it is Triton, not missing
+    (else the setup would install a second one over it)."""
+    import importlib.metadata
+
+    def version(dist):
+        if dist == "pytorch-triton":
+            return "3.7.0+git1234abcd"
+        raise importlib.metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert hosted._installed("triton") == "3.7.0+git1234abcd"
+    assert hosted._installed("numpy") is None
+    decided = hosted.plan(("NVIDIA H100 80GB HBM3", (9, 0)), {**HAVE_ALL, "triton": hosted._installed("triton")})
+    assert decided.mode == "gpu" and not any("triton" in " ".join(a) for a in decided.installs)
+
+
 def test_a_hopper_with_triton_36_is_gpu_mode_and_installs_nothing():
     chosen = hosted.plan(("NVIDIA H100 80GB HBM3", (9, 0)), HAVE_ALL)
     assert chosen.mode == "gpu" and chosen.installs == []
