@@ -400,7 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
         "publish", help="write each notebook's Colab/Kaggle setup cell and, with --repo, its Open in Colab links"
     )
     u.add_argument("--repo", help="the course's public repository, https://github.com/ORG/NAME ('' for none)")
-    u.add_argument("--branch", default="main", help="the branch the links open (default: main)")
+    u.add_argument("--branch", default=None,
+                   help="the branch the links open (default: the one they open now, or main)")  # fmt: skip
     u.add_argument("--check", action="store_true", help="write nothing; exit 1 if a notebook differs")
 
     h = sub.add_parser("hint", help="the next hint for a task (or hint N)")

@@ -85,6 +85,15 @@ def _current_repo(notebook: dict) -> str:
     return ""
 
 
+def _current_branch(notebook: dict) -> str:
+    """The branch a notebook's links open ("" for no links)."""
+    for cell in notebook["cells"]:
+        if _tagged(cell, LINKS_TAG):
+            found = re.search(r"github\.com/[^/\s]+/[^/\s]+/blob/(\S+?)/notebooks/", "".join(cell["source"]))
+            return found.group(1) if found else ""
+    return ""
+
+
 def updated(notebook: dict, name: str, repo: str, branch: str) -> dict:
     """The notebook with its setup cell (before the first code cell) and, for a GitHub ``repo``, its
     links (after the title cell), each replaced where it exists; outputs of other cells untouched."""
@@ -102,15 +111,17 @@ def _text(notebook: dict) -> str:
     return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
 
 
-def publish(root: Path, repo: str | None = None, branch: str = "main", check: bool = False) -> list[str]:
+def publish(root: Path, repo: str | None = None, branch: str | None = None, check: bool = False) -> list[str]:
     """Write (or with ``check``, compare) every notebook's setup cell and links. ``repo`` None keeps
-    the repository the notebooks already name. Returns the notebooks that changed (or would)."""
+    the repository the notebooks already name, ``branch`` None the branch their links open (main where
+    they have none). Returns the notebooks that changed (or would)."""
     changed = []
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         text = path.read_text()
         notebook = json.loads(text)
         chosen = _current_repo(notebook) if repo is None else repo
-        new = _text(updated(notebook, path.name, chosen, branch))
+        kept = branch or _current_branch(notebook) or "main"
+        new = _text(updated(notebook, path.name, chosen, kept))
         if new != text:
             changed.append(path.name)
             if not check:

@@ -107,6 +107,11 @@ def test_publish_writes_links_for_a_github_repository_and_refuses_others(tmp_pat
     assert f'or "{repo}"' in "".join(setup["source"])
     # again: nothing changes, and the repository named is kept when none is given
     assert publish.publish(tmp_path) == [] and publish.publish(tmp_path, check=True) == []
+    # a branch named once is kept by a later publish that names none
+    assert publish.publish(tmp_path, repo=repo, branch="course-2027") == ["00_setup.ipynb", "06_matmul.ipynb"]
+    assert publish.publish(tmp_path) == [] and publish.publish(tmp_path, repo=repo) == []
+    assert "/blob/course-2027/notebooks/06_matmul.ipynb" in (tmp_path / "notebooks" / "06_matmul.ipynb").read_text()
+    assert publish.publish(tmp_path, branch="main") == ["00_setup.ipynb", "06_matmul.ipynb"]
     with pytest.raises(ValueError, match="not https://github.com/ORG/NAME"):
         publish.publish(tmp_path, repo="https://gitlab.com/a/b")
     with pytest.raises(ValueError, match="not a branch name"):
