@@ -41,8 +41,10 @@ LOG2E = 1.4426950408889634
 
 @gluon.jit
 def _work(item, n_pairs):
-    """Work item -> (batch x head, pair): a pair is query tiles 2p and 2p + 1."""
-    return item // n_pairs, item % n_pairs
+    """Work item -> (batch x head, pair): a pair is query tiles 2p and 2p + 1. The pairs of a head are taken
+    last first: with a causal mask the last pair walks the most key tiles, and the longest work first leaves
+    the short items to even out the programs' ends."""
+    return item // n_pairs, n_pairs - 1 - item % n_pairs
 
 
 @gluon.jit
@@ -78,21 +80,26 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, 
 
 
 @gluon.jit
-def _softmax_step(scores, m_i, l_i, j, rows, seq_len, qk_scale, dtype: gl.constexpr, CAUSAL: gl.constexpr,
+def _softmax_step(scores, m_i, l_i, j, masked, rows, seq_len, qk_scale, dtype: gl.constexpr, CAUSAL: gl.constexpr,
                   BLOCK_N: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
     """The online softmax of key tile j's scores: the masks, the new row max, the probabilities p (in the
     registers, as wgmma's A operand), the running sum, and alpha, the factor that rescales the output to
-    the new max (in the output's row layout; the caller applies it once the output is out of its wgmma)."""
-    cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    keep = gl.expand_dims(cols < seq_len, 0)
-    if CAUSAL:
-        keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
+    the new max (in the output's row layout; the caller applies it once the output is out of its wgmma).
+    ``masked``: this tile needs the masks (the last tile of a walk: the one reaching past seq_len, or the
+    diagonal's); the others keep every key and skip the compare and select, which cost as much as the
+    exponential in a softmax that keeps pace with the tensor cores."""
+    if masked:
+        cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        keep = gl.expand_dims(cols < seq_len, 0)
+        if CAUSAL:
+            keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
+        scores = gl.where(keep, scores, float("-inf"))
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    # TODO: chapter 11's online softmax on this tile, in log2 units: the scores times qk_scale, -inf where
-    # TODO: not kept; the new row max; probs = exp2(scores - new max); alpha = exp2(old max - new max); the
-    # TODO: running sum rescaled by alpha plus this tile's. Return probs in `dtype` converted to p_layout
-    # TODO: (wgmma's A operand, from registers), the new max, the sum, and alpha converted to
-    # TODO: gl.SliceLayout(1, o_layout) (the output's rows live in o_layout).
+    # TODO: chapter 11's online softmax on this tile, in log2 units (qk_scale is sm_scale * log2(e)): the new
+    # TODO: row max, of the scores times qk_scale; probs = exp2(scores * qk_scale - new max), one multiply-add
+    # TODO: an element; alpha = exp2(old max - new max); the running sum rescaled by alpha plus this tile's.
+    # TODO: Return probs in `dtype` converted to p_layout (wgmma's A operand, from registers), the new max,
+    # TODO: the sum, and alpha converted to gl.SliceLayout(1, o_layout) (the output's rows live in o_layout).
     gl.static_assert(False, "not implemented yet: _softmax_step in exercises/ws_attention.py")
 
 
@@ -118,7 +125,7 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
         bh, pair = _work(item, n_pairs)
         q_row = (2 * pair + ROLE) * BLOCK_M
         rows = q_row + gl.arange(0, BLOCK_M, layout=row_layout)
-        n_kv = _key_tiles(pair, seq_len, BLOCK_N, CAUSAL)
+        n_kv = _key_tiles(pair, seq_len, BLOCK_N, CAUSAL)  # only the last needs a mask (_softmax_step)
         m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_layout)
         l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_layout)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
@@ -132,8 +139,8 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
         turns += 1
         scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
         # acc is still zero: alpha has nothing to rescale
-        p, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, 0, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL,
-                                           BLOCK_N, s_layout, o_layout)  # fmt: skip
+        p, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, 0, n_kv == 1, rows, seq_len, qk_scale, q_tile.dtype,
+                                           CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
         count += 1
         for j in range(1, n_kv):
             s = count % NUM_BUFFERS

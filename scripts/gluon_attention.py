@@ -136,6 +136,8 @@ def bench(out_dir: str) -> int:
     # the same kernel with the softmax after both GEMMs' wait (values right): what the overlap inside a
     # warpgroup buys, beside the ping-pong between warpgroups that both keep
     no_overlap = _load_path(ROOT / "tests" / "wrong" / "ch11_ws_no_overlap" / "ws_attention.py").ws_attention
+    # the kernel as first written (every tile masked, pairs in order): what the solution's changes bought
+    first = _load_path(ROOT / "scripts" / "attention_variants" / "ws_attention_v1.py").ws_attention
     rows = []
     for (B, H, S, D), causal in [((4, 32, 8192, 128), False), ((4, 32, 8192, 128), True), ((16, 16, 2048, 64), False)]:
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -143,6 +145,7 @@ def bench(out_dir: str) -> int:
         expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         variants = {"gluon_ws": lambda: attention_ws(q, k, v, out, causal, D**-0.5),
                     "gluon_ws_no_intra_overlap": lambda: no_overlap(q, k, v, out, causal, D**-0.5),
+                    "gluon_ws_first_version": lambda: first(q, k, v, out, causal, D**-0.5),
                     "triton_course": lambda: fa.flash_attention(q, k, v, out, causal, D**-0.5)}  # fmt: skip
         for name, fn in ch11._sdpa_backends(None).items():
             variants[name] = lambda fn=fn: fn(q, k, v, causal, D**-0.5)

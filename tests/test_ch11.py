@@ -74,7 +74,8 @@ WRONG_SUBMISSIONS = {
     # whatever the order
     "ch11_ws_free_before_wait": (
         "ws_attention",
-        ("overwrites v_bufs[", "with nothing ordering the write after the warpgroup_mma_wait"),
+        # either message: the copy lands under the running wgmma, or after it with nothing ordering it so
+        ("overwrites v_bufs[", "warpgroup_mma_wait"),
         ("tiny (1, 1, 1, 64)", "tail, several key tiles (1, 2, 200, 64)"),  # no slot is refilled there
     ),
     # values right in the simulator (which carries layouts without checking them); the compiler refuses it
@@ -308,7 +309,9 @@ def test_a_slot_freed_before_its_wait_fails_under_every_order(tmp_path):
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 1, 300, 64, generator=gen).to(torch.float16) for _ in range(3))
     for seed in range(6):
-        with pytest.raises(ProtocolError, match="nothing ordering the write after the warpgroup_mma_wait"):
+        with pytest.raises(
+            ProtocolError, match="nothing ordering the write after the warpgroup_mma_wait|still reads it"
+        ):
             with gluon_cpu.launches_simulated(seed=seed, event_weight=(0.2, 1.0, 5.0)[seed % 3]):
                 module.ws_attention(q, k, v, torch.empty_like(q), True, 0.125, sms=1 + seed % 2)
 

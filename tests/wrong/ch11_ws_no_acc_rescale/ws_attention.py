@@ -21,8 +21,10 @@ LOG2E = 1.4426950408889634
 
 @gluon.jit
 def _work(item, n_pairs):
-    """Work item -> (batch x head, pair): a pair is query tiles 2p and 2p + 1."""
-    return item // n_pairs, item % n_pairs
+    """Work item -> (batch x head, pair): a pair is query tiles 2p and 2p + 1. The pairs of a head are taken
+    last first: with a causal mask the last pair walks the most key tiles, and the longest work first leaves
+    the short items to even out the programs' ends."""
+    return item // n_pairs, n_pairs - 1 - item % n_pairs
 
 
 @gluon.jit
@@ -58,19 +60,23 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, 
 
 
 @gluon.jit
-def _softmax_step(scores, m_i, l_i, j, rows, seq_len, qk_scale, dtype: gl.constexpr, CAUSAL: gl.constexpr,
+def _softmax_step(scores, m_i, l_i, j, masked, rows, seq_len, qk_scale, dtype: gl.constexpr, CAUSAL: gl.constexpr,
                   BLOCK_N: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
     """The online softmax of key tile j's scores: the masks, the new row max, the probabilities p (in the
     registers, as wgmma's A operand), the running sum, and alpha, the factor that rescales the output to
-    the new max (in the output's row layout; the caller applies it once the output is out of its wgmma)."""
-    cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    keep = gl.expand_dims(cols < seq_len, 0)
-    if CAUSAL:
-        keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
+    the new max (in the output's row layout; the caller applies it once the output is out of its wgmma).
+    ``masked``: this tile needs the masks (the last tile of a walk: the one reaching past seq_len, or the
+    diagonal's); the others keep every key and skip the compare and select, which cost as much as the
+    exponential in a softmax that keeps pace with the tensor cores."""
+    if masked:
+        cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        keep = gl.expand_dims(cols < seq_len, 0)
+        if CAUSAL:
+            keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
+        scores = gl.where(keep, scores, float("-inf"))
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    scores = gl.where(keep, scores * qk_scale, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(scores, axis=1))
-    probs = gl.exp2(scores - gl.expand_dims(m_new, 1))
+    m_new = gl.maximum(m_i, gl.max(scores, axis=1) * qk_scale)
+    probs = gl.exp2(scores * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(probs, axis=1)
     return (
@@ -103,7 +109,7 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
         bh, pair = _work(item, n_pairs)
         q_row = (2 * pair + ROLE) * BLOCK_M
         rows = q_row + gl.arange(0, BLOCK_M, layout=row_layout)
-        n_kv = _key_tiles(pair, seq_len, BLOCK_N, CAUSAL)
+        n_kv = _key_tiles(pair, seq_len, BLOCK_N, CAUSAL)  # only the last needs a mask (_softmax_step)
         m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_layout)
         l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_layout)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
@@ -117,8 +123,8 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
         turns += 1
         scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
         # acc is still zero: alpha has nothing to rescale
-        p, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, 0, rows, seq_len, qk_scale, q_tile.dtype, CAUSAL,
-                                           BLOCK_N, s_layout, o_layout)  # fmt: skip
+        p, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, 0, n_kv == 1, rows, seq_len, qk_scale, q_tile.dtype,
+                                           CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
         count += 1
         for j in range(1, n_kv):
             s = count % NUM_BUFFERS
@@ -132,8 +138,8 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
             turns += 1
             scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run
             # the softmax of tile j, while this warpgroup's p @ v and the other warpgroup's GEMMs run
-            p_next, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, j, rows, seq_len, qk_scale, q_tile.dtype,
-                                                    CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
+            p_next, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, j, j == n_kv - 1, rows, seq_len, qk_scale,
+                                                    q_tile.dtype, CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
             acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
             mbarrier.arrive(empty.index(prev), count=1)  # both GEMMs that read slot prev have completed
             p = p_next
