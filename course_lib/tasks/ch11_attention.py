@@ -10,7 +10,7 @@ import torch
 
 from .. import runtime
 from ..compare import compare
-from . import Case, TaskSpec, Tolerance, register
+from . import Case, SpeedTiers, TaskSpec, Tier, Tolerance, register
 from .ch09_pipelining import NO_EXPECT, ws_facts
 
 F16, BF16 = torch.float16, torch.bfloat16
@@ -301,6 +301,10 @@ register(
         tensor_cores=True,
         bench_cases=list(ATTENTION_BENCH),
         bench_variants=_sdpa_backends,
+        # eager is SDPA, which picks cuDNN's fused attention: on an H100 (results/attention_h100_2026-12-05)
+        # 627 TFLOP/s at the timed shape, the course's Triton kernel 500 (80%). Half of cuDNN is a kernel
+        # that tiles and fuses; expert is 80% of the solution. Not yet measured on the H200.
+        speed=SpeedTiers(fast=Tier("eager", 0.5)),
         probe=f"{__name__}:probe_causal_walk",
         judge=judge_causal_walk,
         hints=[
@@ -829,6 +833,10 @@ register(
         tensor_cores=True,
         bench_cases=list(ATTENTION_BENCH),
         bench_variants=_sdpa_backends,
+        # eager is SDPA (cuDNN: 627 TFLOP/s at the timed shape on an H100, results/attention_h100_2026-12-05;
+        # this kernel's first version 563, SDPA's flash backend 363). Fast: 60% of cuDNN, past what a kernel
+        # without the pipeline reaches; expert: 80% of the solution. Not yet measured on the H200.
+        speed=SpeedTiers(fast=Tier("eager", 0.6)),
         needs="hopper",
         simulated=True,
         probe=f"{__name__}:probe_ws_attention",
