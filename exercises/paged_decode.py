@@ -15,6 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
+SLICE_TOKENS = 2048  # the most tokens a slice of a long sequence walks (the launcher splits longer ones)
+
 
 @triton.jit
 def decode_partial_kernel(
@@ -23,7 +25,8 @@ def decode_partial_kernel(
     block_table_ptr,  # (batch, max_pages) int32: the pages of each sequence, in order
     context_lens_ptr,  # (batch,) int32
     m_ptr, l_ptr, acc_ptr,  # partials, float32: (batch, q_heads, NUM_SPLITS) and (..., HEAD_DIM)
-    stride_qb, stride_qh,
+    out_ptr,  # (batch, q_heads, HEAD_DIM): written here when there is one slice (no merge then)
+    stride_qb, stride_qh, stride_ob, stride_oh,
     stride_kp, stride_kt, stride_kh,
     stride_vp, stride_vt, stride_vh,
     stride_tb,
@@ -53,11 +56,16 @@ def decode_partial_kernel(
     # TODO: the caches), the scores of the tokens at or past the context set to -inf, and the online softmax
     # TODO: of chapter 05 in log2 units (m_i, l_i, acc, rescaled when m grows).
     tl.static_assert(False, "not implemented yet: decode_partial_kernel in exercises/paged_decode.py")
-    # a slice past the end of its sequence writes m = -inf, l = 0, acc = 0: weight 0 in the merge
-    row = (b * (tl.num_programs(1) * GROUP) + heads) * NUM_SPLITS + split  # (batch, q_heads, NUM_SPLITS)
-    tl.store(m_ptr + row, m_i, mask=in_group)
-    tl.store(l_ptr + row, l_i, mask=in_group)
-    tl.store(acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=in_group[:, None])
+    if NUM_SPLITS == 1:  # the slice is the whole sequence: its result is final, and no merge is launched
+        out = acc / l_i[:, None]
+        tl.store(out_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :],
+                 out.to(out_ptr.dtype.element_ty), mask=in_group[:, None])  # fmt: skip
+    else:
+        # a slice past the end of its sequence writes m = -inf, l = 0, acc = 0: weight 0 in the merge
+        row = (b * (tl.num_programs(1) * GROUP) + heads) * NUM_SPLITS + split  # (batch, q_heads, NUM_SPLITS)
+        tl.store(m_ptr + row, m_i, mask=in_group)
+        tl.store(l_ptr + row, l_i, mask=in_group)
+        tl.store(acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=in_group[:, None])
 
 
 @triton.jit
@@ -88,17 +96,20 @@ def paged_decode(q, k_cache, v_cache, block_table, context_lens, sm_scale, out):
     page, kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = q_heads // kv_heads
     max_pages = block_table.shape[1]
-    # enough programs to fill the GPU (132 SMs on an H200) when batch x kv_heads alone does not; the slices
-    # are cut from the table's width, since reading the lengths here would be torch compute on the data
-    num_splits = min(triton.next_power_of_2(max(1, triton.cdiv(264, batch * kv_heads))), 32,
-                     triton.next_power_of_2(max_pages))  # fmt: skip
+    # enough programs to fill the GPU (132 SMs on an H200) when batch x kv_heads alone does not, and slices of
+    # at most about SLICE_TOKENS, so that in a ragged batch the longest sequence is not one program's long
+    # walk while the others have finished (an H100 read 61% of its bandwidth with whole sequences of 2048 to
+    # 6143 tokens). The slices are cut from the table's width: reading the lengths here would be torch
+    # compute on the data.
+    fill, even = triton.cdiv(264, batch * kv_heads), triton.cdiv(max_pages * page, SLICE_TOKENS)
+    num_splits = min(triton.next_power_of_2(max(1, fill, even)), 32, triton.next_power_of_2(max_pages))
     pages_per_split = triton.cdiv(max_pages, num_splits)
     m = torch.empty((batch, q_heads, num_splits), dtype=torch.float32, device=q.device)
     l = torch.empty((batch, q_heads, num_splits), dtype=torch.float32, device=q.device)  # noqa: E741
     acc = torch.empty((batch, q_heads, num_splits, head_dim), dtype=torch.float32, device=q.device)
     decode_partial_kernel[(batch, kv_heads, num_splits)](
-        q, k_cache, v_cache, block_table, context_lens, m, l, acc,
-        q.stride(0), q.stride(1),
+        q, k_cache, v_cache, block_table, context_lens, m, l, acc, out,
+        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         block_table.stride(0),
@@ -106,7 +117,8 @@ def paged_decode(q, k_cache, v_cache, block_table, context_lens, sm_scale, out):
         NUM_SPLITS=num_splits, GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)),
         PAGE=page, HEAD_DIM=head_dim, num_warps=4,
     )  # fmt: skip
-    decode_merge_kernel[(batch, q_heads)](
-        m, l, acc, out, out.stride(0), out.stride(1), NUM_SPLITS=num_splits, HEAD_DIM=head_dim, num_warps=4
-    )
+    if num_splits > 1:
+        decode_merge_kernel[(batch, q_heads)](
+            m, l, acc, out, out.stride(0), out.stride(1), NUM_SPLITS=num_splits, HEAD_DIM=head_dim, num_warps=4
+        )
     return out

@@ -467,7 +467,16 @@ def test_the_lessons_decode_split_is_the_solutions():
     from course_lib.lessons import ch11 as lessons
 
     solution = sources.load_module("paged_decode", "solutions")
-    for batch, kv_heads, max_pages in [(1, 1, 1), (3, 2, 40), (16, 8, 256), (64, 8, 256), (65, 2, 256), (200, 8, 3)]:
+    for batch, kv_heads, max_pages in [
+        (1, 1, 1),
+        (3, 2, 40),
+        (16, 8, 256),
+        (64, 8, 256),
+        (65, 2, 256),
+        (200, 8, 3),
+        (64, 8, 384),
+        (64, 32, 32),
+    ]:
         q = torch.zeros(batch, 2 * kv_heads, 64, dtype=torch.float16)
         cache = torch.zeros(8, 16, kv_heads, 64, dtype=torch.float16)
         table = torch.zeros(batch, max_pages, dtype=torch.int32)

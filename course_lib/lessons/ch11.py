@@ -120,11 +120,13 @@ def causal_tiles(seq_len: int, block_m: int, block_n: int) -> tuple[int, int]:
     return stopped, every
 
 
-def decode_programs(batch: int, kv_heads: int, max_pages: int, sms: int = 132, per_sm: int = 2) -> tuple[int, int]:
+def decode_programs(batch: int, kv_heads: int, max_pages: int, page: int = 16, sms: int = 132, per_sm: int = 2,
+                    slice_tokens: int = 2048) -> tuple[int, int]:  # fmt: skip
     """(programs of a decode launch with one program per (sequence, KV head), with the split the course's
-    solution chooses): it splits each sequence's pages until there are about ``per_sm`` programs an SM."""
-    splits = min(triton.next_power_of_2(max(1, triton.cdiv(per_sm * sms, batch * kv_heads))), 32,
-                 triton.next_power_of_2(max_pages))  # fmt: skip
+    solution chooses): it splits each sequence's pages until there are about ``per_sm`` programs an SM, and
+    into slices of at most about ``slice_tokens`` tokens."""
+    fill, even = triton.cdiv(per_sm * sms, batch * kv_heads), triton.cdiv(max_pages * page, slice_tokens)
+    splits = min(triton.next_power_of_2(max(1, fill, even)), 32, triton.next_power_of_2(max_pages))
     return batch * kv_heads, batch * kv_heads * splits
 
 
