@@ -7,15 +7,18 @@ A sequence's keys and values live in fixed-size pages anywhere in the cache; its
 table names them in order. One query token is little work for a whole sequence's keys, so each
 sequence's pages are split into slices (split-KV, "flash-decoding"): one program per (sequence, KV
 head, slice) walks its pages with the online softmax and writes its partial result; a second kernel
-merges the slices. The query heads that share a KV head (grouped-query attention) are handled by one
-program, so each key is read once for all of them.
+merges the slices (with one slice, the first kernel writes the result and the merge is not launched).
+The query heads that share a KV head (grouped-query attention) are handled by one program, so each key
+is read once for all of them.
 """
 
 import torch
 import triton
 import triton.language as tl
 
-SLICE_TOKENS = 2048  # the most tokens a slice of a long sequence walks (the launcher splits longer ones)
+# the most tokens a slice of a long sequence walks (the launcher splits longer ones), up to sequences of
+# 64k tokens: past them the 32 slices a launch may have hold more
+SLICE_TOKENS = 2048
 
 
 @triton.jit
@@ -104,9 +107,12 @@ def paged_decode(q, k_cache, v_cache, block_table, context_lens, sm_scale, out):
     fill, even = triton.cdiv(264, batch * kv_heads), triton.cdiv(max_pages * page, SLICE_TOKENS)
     num_splits = min(triton.next_power_of_2(max(1, fill, even)), 32, triton.next_power_of_2(max_pages))
     pages_per_split = triton.cdiv(max_pages, num_splits)
-    m = torch.empty((batch, q_heads, num_splits), dtype=torch.float32, device=q.device)
-    l = torch.empty((batch, q_heads, num_splits), dtype=torch.float32, device=q.device)  # noqa: E741
-    acc = torch.empty((batch, q_heads, num_splits, head_dim), dtype=torch.float32, device=q.device)
+    if num_splits == 1:  # no partials: the kernel writes out itself (these arguments are never read)
+        m = l = acc = out  # noqa: E741
+    else:
+        m = torch.empty((batch, q_heads, num_splits), dtype=torch.float32, device=q.device)
+        l = torch.empty((batch, q_heads, num_splits), dtype=torch.float32, device=q.device)  # noqa: E741
+        acc = torch.empty((batch, q_heads, num_splits, head_dim), dtype=torch.float32, device=q.device)
     decode_partial_kernel[(batch, kv_heads, num_splits)](
         q, k_cache, v_cache, block_table, context_lens, m, l, acc, out,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),

@@ -98,9 +98,9 @@ def _elementwise(torch_fn, keeps_integers: bool = False, softmax: bool = False):
     ``language.exp_beside_mma`` (exp and exp2)."""
 
     def apply(x, *_, **__):
-        if softmax:
-            L.exp_beside_mma()
         data = _as_tensor(x)
+        if softmax:
+            L.exp_beside_mma(max(1, data.numel()))
         if data.is_floating_point() or keeps_integers:
             return L.Value(torch_fn(data).to(data.dtype), getattr(x, "layout", None))
         return L.Value(torch_fn(data.float()), getattr(x, "layout", None))
@@ -373,6 +373,7 @@ def simulate(
         finally:
             L._bind_program(None)
         scheduler.exp_calls, scheduler.timeline = program.exp_calls, program.timeline
+        scheduler.mma_partitions = program.mma_partitions
         schedulers.append(scheduler)
     return schedulers
 

@@ -81,10 +81,10 @@ class Program:
         # partition name -> [exp/exp2 evaluations while one of its own wgmmas was in flight, all of them]:
         # whether a warpgroup's softmax overlaps its own GEMMs (``exp_beside_mma``)
         self.exp_calls: dict = {}
-        # partition name -> its barrier waits ("w", name), arrivals ("a", name), exp/exp2 ("x", "") and
-        # wgmma issues ("m", "") in program order (the first TIMELINE_CAP): whether a consumer's softmax runs
-        # inside its turn
+        # partition name -> its barrier waits ("w", name), arrivals ("a", name) and exp/exp2 ("x", elements)
+        # in program order (the first TIMELINE_CAP): whether a consumer's softmax runs inside its turn
         self.timeline: dict = {}
+        self.mma_partitions: set = set()  # the partitions that issued a wgmma (all of them, uncapped)
 
     def note(self, kind: str, what: str = "") -> None:
         events = self.timeline.setdefault(self.partition_name(), [])
@@ -103,17 +103,18 @@ class Program:
         return p.name if p is not None else "the program"
 
 
-def exp_beside_mma() -> None:
-    """Counts one exp or exp2 of the running partition, and whether one of its own wgmmas was in flight
-    then (issued, and not yet seen complete by a warpgroup_mma_wait): a softmax overlapping a GEMM."""
+def exp_beside_mma(elements: int = 1) -> None:
+    """Counts the elements of one exp or exp2 of the running partition, and whether one of its own wgmmas was
+    in flight then (issued, and not yet seen complete by a warpgroup_mma_wait): a softmax overlapping a GEMM.
+    Elements, not calls: a row's alpha is not worth a tile's probabilities."""
     program = getattr(Program._local, "program", None)
     if program is None:
         return
     me = program.scheduler.current()
     counts = program.exp_calls.setdefault(program.partition_name(), [0, 0])
-    counts[0] += bool(program.mma_issued.get(id(me)))
-    counts[1] += 1
-    program.note("x")
+    counts[0] += elements if program.mma_issued.get(id(me)) else 0
+    counts[1] += elements
+    program.note("x", str(elements))
 
 
 def _bind_program(program: Program | None) -> None:
@@ -910,7 +911,7 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
     for x in operands:  # the slots it reads, until a wait of this partition sees it complete
         program.mma_reads[(me, x.key())] = op
     program.mma_issued.setdefault(me, []).append(op)
-    program.note("m")
+    program.mma_partitions.add(who)
     if is_async and not isinstance(a, SharedMemory):
         op.registers = a  # A from registers: they must stay alive until a wait sees this wgmma complete
     previous = [e for e in _in_flight(program) if getattr(e, "kind", "") == "mma" and e.owner == who]
@@ -950,12 +951,13 @@ def warpgroup_mma_wait(num_outstanding=0, deps=None, **_):
     for op in complete:
         registers = getattr(op, "registers", None)
         if registers is not None and not any(d is registers for d in deps or ()):
-            alike = [d for d in deps or () if isinstance(d, Value) and d is not registers and d.shape == registers.shape
-                     and d.dtype == registers.dtype]  # fmt: skip
+            alike = [d for d in deps or () if isinstance(d, Value) and isinstance(registers, Value)
+                     and d is not registers and d.shape == registers.shape and d.dtype == registers.dtype]  # fmt: skip
             why = (
-                " The deps hold a tensor of its shape and dtype, but not the one the wgmma reads: that name was "
-                "given a new value (the next tile's probabilities?) before this wait. Keep the new one under "
-                "another name until the wait, then rename it."
+                " The deps hold a tensor of its shape and dtype, but not the one the wgmma reads: if that name "
+                "was given a new value (the next tile's probabilities?) before this wait, keep the new one under "
+                "another name until the wait; if the wgmma was given an expression (p.to(...)), name it first "
+                "and pass that name to both."
                 if alike
                 else ""
             )
@@ -974,5 +976,7 @@ def warpgroup_mma_wait(num_outstanding=0, deps=None, **_):
     program.scheduler.point()
     if deps is None:
         raise NotSimulated("warpgroup_mma_wait needs deps")
-    results = [d.op.result if isinstance(d, PendingMma) and d.op.done else d for d in deps]
+    # a wgmma this wait saw complete comes back as its value; one it left outstanding stays pending, even if
+    # the simulator has already carried it out (on the GPU its registers are not ready)
+    results = [d.op.result if isinstance(d, PendingMma) and d.op.seen_at is not None else d for d in deps]
     return results[0] if len(results) == 1 else tuple(results)

@@ -542,17 +542,25 @@ def _read_tail(path: str, limit: int = 4000) -> str:
 
 
 # what Triton's nanobind bindings print when a Python that compiled a Gluon kernel exits (Triton 3.9): the
-# library's own report, not something the learner printed
-_NANOBIND_NOISE = re.compile(
-    r"^(nanobind: leaked \d+ (instances|types|functions)!|\s*- leaked (instance|type|function) .*|\s*- \.\.\. "
-    r"skipped remainder|nanobind: this is likely caused by a reference counting issue.*|See https://nanobind"
-    r"\.readthedocs\.io/\S*refleaks\S*)$"
+# library's own report, not something the learner printed. Its list lines are dropped only inside a report.
+_NANOBIND_HEADER = re.compile(r"^nanobind: leaked \d+ (instances|types|functions)!$")
+_NANOBIND_ITEM = re.compile(r"^\s*- (leaked (instance|type|function) .*|\.\.\. skipped remainder)$")
+_NANOBIND_TAIL = re.compile(
+    r"^(nanobind: this is likely caused by a reference counting issue.*|See https://nanobind\.readthedocs\.io/\S*refleaks\S*)$"
 )
 
 
 def _without_teardown_noise(text: str) -> str:
     lines = text.splitlines(keepends=True)
-    kept = [line for line in lines if not _NANOBIND_NOISE.match(line.rstrip("\n"))]
+    kept, inside = [], False
+    for line in lines:
+        bare = line.rstrip("\n")
+        if _NANOBIND_HEADER.match(bare):
+            inside = True
+        elif not (inside and _NANOBIND_ITEM.match(bare)):
+            inside = False
+            if not _NANOBIND_TAIL.match(bare):
+                kept.append(line)
     return "".join(kept) if len(kept) != len(lines) else text
 
 
