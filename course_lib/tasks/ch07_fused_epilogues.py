@@ -109,6 +109,12 @@ LINEAR_TOLERANCE = dict(MATMUL_TOLERANCE)
 # 1.5e-5 on an output near zero (measured on the H200: 1.44e-5 and 1.54e-5 with the course's solution),
 # past 1e-5 + 2e-3 * |expected| there; 5e-5 allows it, and the norm (5e-4) still fails an fp16 accumulator
 LINEAR_TOLERANCE[F16] = Tolerance(rtol=2e-3, atol=5e-5, norm=5e-4)
+# float32 on an output element the bias nearly cancels (the (1, 1, 1) case, u = x w + b near 0): the fp32
+# sum's rounding, about 6e-8 of |b|, is then a large part of what is left, in any correct float32 kernel
+# (CI met 1.29e-5 relative on one element, seed 1506323899: |u| 1.9e-3 from terms of order 1). On one
+# element the relative-norm limit is a relative limit on it alone; 1e-4 allows that rounding down to
+# outputs 600 times smaller than the terms, and the elementwise limits (1e-5) stand.
+LINEAR_TOLERANCE[F32] = Tolerance(rtol=1e-5, atol=1e-5, norm=1e-4)
 
 
 # --------------------------------------------------------------------------------------------------
