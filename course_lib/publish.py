@@ -76,22 +76,23 @@ def _cell(kind: str, source: str, tag: str, cell_id: str) -> dict:
     return cell
 
 
-def _current_repo(notebook: dict) -> str:
-    """The repository a notebook's setup cell names ("" for none)."""
+def _named_in(notebook: dict, tag: str, pattern: str) -> str:
+    """What ``pattern``'s group finds in the notebook's cell tagged ``tag`` ("" for no such cell or match)."""
     for cell in notebook["cells"]:
-        if _tagged(cell, SETUP_TAG):
-            found = re.search(r'os\.environ\.get\("COURSE_REPO"\) or "([^"]*)"', "".join(cell["source"]))
+        if _tagged(cell, tag):
+            found = re.search(pattern, "".join(cell["source"]))
             return found.group(1) if found else ""
     return ""
+
+
+def _current_repo(notebook: dict) -> str:
+    """The repository a notebook's setup cell names ("" for none)."""
+    return _named_in(notebook, SETUP_TAG, r'os\.environ\.get\("COURSE_REPO"\) or "([^"]*)"')
 
 
 def _current_branch(notebook: dict) -> str:
     """The branch a notebook's links open ("" for no links)."""
-    for cell in notebook["cells"]:
-        if _tagged(cell, LINKS_TAG):
-            found = re.search(r"github\.com/[^/\s]+/[^/\s]+/blob/(\S+?)/notebooks/", "".join(cell["source"]))
-            return found.group(1) if found else ""
-    return ""
+    return _named_in(notebook, LINKS_TAG, r"github\.com/[^/\s]+/[^/\s]+/blob/(\S+?)/notebooks/")
 
 
 def updated(notebook: dict, name: str, repo: str, branch: str) -> dict:

@@ -29,15 +29,6 @@ attention_ws = sources.load_module("ws_attention").ws_attention
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_path(path: Path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(path.parent.name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def simulate(seeds: int = 1) -> int:
     """Each shape under ``seeds`` orders of events (and 1 to 3 programs): values against float64, and the
     barrier protocol, which the simulator checks as the kernel runs."""
@@ -110,7 +101,7 @@ def _ptxas_report(ptx: str) -> str:
 def smoke() -> int:
     """On a GPU, before anything long: the kernel, and the one without the overlap, on small shapes
     against float64 (a hang shows here, under the caller's timeout, not in the grader's)."""
-    no_overlap = _load_path(ROOT / "tests" / "wrong" / "ch11_ws_no_overlap" / "ws_attention.py").ws_attention
+    no_overlap = sources.load_module("ws_attention", ROOT / "tests" / "wrong" / "ch11_ws_no_overlap").ws_attention
     failures = 0
     for (B, H, S, D), causal in [((1, 2, 200, 64), False), ((2, 2, 333, 128), True), ((1, 4, 1024, 128), False)]:
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -135,9 +126,9 @@ def bench(out_dir: str) -> int:
     fa = sources.load_module("flash_attention")
     # the same kernel with the softmax after both GEMMs' wait (values right): what the overlap inside a
     # warpgroup buys, beside the ping-pong between warpgroups that both keep
-    no_overlap = _load_path(ROOT / "tests" / "wrong" / "ch11_ws_no_overlap" / "ws_attention.py").ws_attention
+    no_overlap = sources.load_module("ws_attention", ROOT / "tests" / "wrong" / "ch11_ws_no_overlap").ws_attention
     # the kernel as first written (every tile masked, pairs in order): what the solution's changes bought
-    first = _load_path(ROOT / "scripts" / "attention_variants" / "ws_attention_v1.py").ws_attention
+    first = sources.load_module("ws_attention", ROOT / "scripts" / "attention_variants" / "first_version").ws_attention
     rows = []
     for (B, H, S, D), causal in [((4, 32, 8192, 128), False), ((4, 32, 8192, 128), True), ((16, 16, 2048, 64), False)]:
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))

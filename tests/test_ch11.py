@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import GOOD, ROOT, WRONG
 
-from course_lib import grader, runtime, tasks
+from course_lib import grader, runtime, sources, tasks
 from course_lib.grader import FAIL, PASS
 from course_lib.tasks import ch11_attention as ch11
 
@@ -308,7 +308,7 @@ def test_a_slot_freed_before_its_wait_fails_under_every_order(tmp_path):
     from course_lib import gluon_cpu
     from course_lib.gluon_cpu.language import ProtocolError
 
-    module = _load(WRONG / "ch11_ws_free_before_wait" / "ws_attention.py")
+    module = sources.load_module("ws_attention", WRONG / "ch11_ws_free_before_wait")
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 1, 300, 64, generator=gen).to(torch.float16) for _ in range(3))
     for seed in range(6):
@@ -373,47 +373,29 @@ def test_a_wgmma_accumulator_is_read_only_through_its_wait(tmp_path):
     """Reading an async wgmma's accumulator fails whatever the order of events: before the wait that sees it
     complete (its registers are not ready), and after, through the name the wgmma returned instead of the
     wait's result (nothing orders that read after the wait)."""
-    from course_lib import gluon_cpu
+    from course_lib import gluon_cpu, lesson
     from course_lib.gluon_cpu.language import ProtocolError
 
-    source = (ROOT / "solutions" / "ws_attention.py").read_text()
-    stale = source.replace(
-        "            acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))\n",
+    # acc's wait not assigned: acc read afterwards through the name the wgmma returned
+    stale = lesson.write_variant("ws_attention", {
+        "            acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))\n":
         "            warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))\n",
-    )
-    assert stale != source
-    (tmp_path / "ws_attention.py").write_text(stale)
+    }, folder=tmp_path / "stale")  # fmt: skip
+    # acc passed through the scores' wait (num_outstanding=1) and read after it: still pending, on every order
+    early = lesson.write_variant("ws_attention", {
+        "scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))":
+        "scores, acc = warpgroup_mma_wait(num_outstanding=1, deps=(scores, acc))",
+    }, source=WRONG / "ch11_ws_rescale_before_wait", folder=tmp_path / "partial")  # fmt: skip
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 1, 300, 64, generator=gen).to(torch.float16) for _ in range(3))
-    # acc passed through the scores' wait (num_outstanding=1) and read after it: still pending, on every order
-    early = (
-        (WRONG / "ch11_ws_rescale_before_wait" / "ws_attention.py")
-        .read_text()
-        .replace(
-            "scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))",
-            "scores, acc = warpgroup_mma_wait(num_outstanding=1, deps=(scores, acc))",
-        )
-    )
-    assert "deps=(scores, acc))" in early
-    (tmp_path / "partial").mkdir()
-    (tmp_path / "partial" / "ws_attention.py").write_text(early)
     for folder, expected in ((WRONG / "ch11_ws_rescale_before_wait", "before waiting for it"),
-                             (tmp_path, "through the name the wgmma returned"),
-                             (tmp_path / "partial", "before waiting for it")):  # fmt: skip
-        module = _load(folder / "ws_attention.py")
+                             (stale.folder, "through the name the wgmma returned"),
+                             (early.folder, "before waiting for it")):  # fmt: skip
+        module = sources.load_module("ws_attention", folder)
         for seed in range(6):
             with pytest.raises(ProtocolError, match=expected):
                 with gluon_cpu.launches_simulated(seed=seed, event_weight=(0.2, 1.0, 5.0)[seed % 3]):
                     module.ws_attention(q, k, v, torch.empty_like(q), True, 0.125, sms=1 + seed % 2)
-
-
-def _load(path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(path.parent.name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_contiguous_sdpa_bar_computes_the_same_decode():
@@ -482,7 +464,7 @@ def test_the_gluon_submissions_are_the_solution_but_for_their_mistake(tmp_path):
 def test_the_lessons_decode_split_is_the_solutions():
     """lessons.ch11.decode_programs restates the solution launcher's split (a lesson cannot import a solution:
     releases withhold them); the launches the solution makes must keep agreeing with it."""
-    from course_lib import compilation, sources
+    from course_lib import compilation
     from course_lib.lessons import ch11 as lessons
 
     solution = sources.load_module("paged_decode", "solutions")
@@ -526,17 +508,14 @@ def test_the_nanobind_report_at_exit_is_not_the_learners_output():
 def test_a_register_operand_renamed_before_its_wait_is_named(tmp_path):
     """p given the next tile's probabilities before the wait for p @ v: the deps hold "p", but not the tensor
     the wgmma reads, and the message says so (a learner found the plain message pointing at deps=(acc, p))."""
-    from course_lib import gluon_cpu
+    from course_lib import gluon_cpu, lesson
     from course_lib.gluon_cpu.language import ProtocolError
 
-    source = (ROOT / "solutions" / "ws_attention.py").read_text()
-    renamed = source.replace(
-        "            p_next, m_i, l_i, alpha = _softmax_step(", "            p, m_i, l_i, alpha = _softmax_step("
-    )
-    renamed = renamed.replace("            p = p_next\n", "")
-    assert renamed.count("p_next") == 0
-    (tmp_path / "ws_attention.py").write_text(renamed)
-    module = _load(tmp_path / "ws_attention.py")
+    renamed = lesson.write_variant("ws_attention", {
+        "            p_next, m_i, l_i, alpha = _softmax_step(": "            p, m_i, l_i, alpha = _softmax_step(",
+        "            p = p_next\n": "",
+    }, folder=tmp_path)  # fmt: skip
+    module = sources.load_module("ws_attention", renamed.folder)
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 1, 300, 64, generator=gen).to(torch.float16) for _ in range(3))
     with pytest.raises(ProtocolError, match="that name was given a new value"):
