@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 import torch
@@ -245,6 +246,34 @@ def test_the_diagnoses_name_only_their_mistake():
         q, torch.cat([k, zeros], -2), torch.cat([v, zeros], -2), False, inputs["sm_scale"]
     )
     assert "28 keys past seq_len (up to 128, the end of the last key tile)" in spec.diagnose(inputs, padded, tail)
+
+
+def test_reference_by_query_blocks_is_the_whole_reference(monkeypatch):
+    """The reference holds at most REFERENCE_SCORES scores at once (the timed case's whole matrix is 64 GiB
+    in float64): computed a block of queries at a time, causal masks and shifted diagonals included, it
+    is the one-matrix reference."""
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 3, 37, 16, generator=gen, dtype=torch.float64) for _ in range(3))
+    whole = {(c, s): ch11.attention_reference(q, k, v, c, 0.25, shift=s) for c in (False, True) for s in (-1, 0, 1)}
+    monkeypatch.setattr(ch11, "REFERENCE_SCORES", 2 * 3 * 37 * 5)  # blocks of 5 queries, the last of 2
+    for (causal, shift), expected in whole.items():
+        got = ch11.attention_reference(q, k, v, causal, 0.25, shift=shift)
+        assert torch.equal(got.isnan(), expected.isnan())
+        assert torch.allclose(got.nan_to_num(), expected.nan_to_num(), rtol=0, atol=1e-12), (causal, shift)
+
+
+def test_a_timed_shape_is_not_diagnosed():
+    """A diagnosis at the timed shape would be some twenty float64 attentions on the CPU: the failure is
+    reported undiagnosed, at once. The largest graded case is still diagnosed."""
+    spec = tasks.get("flash_attention")
+    bench = spec.timed_case()
+    big = torch.zeros(1, 1, 1, 1, dtype=torch.float64).expand(*bench.shape)  # no memory behind it
+    inputs = {"q": big, "k": big, "v": big, "causal": False, "sm_scale": 0.1}
+    began = time.perf_counter()
+    assert spec.diagnose(inputs, big, bench) is None
+    assert time.perf_counter() - began < 1.0
+    graded = [c.shape for c in spec.cases(runtime.GPU)] + [shape for shape, *_ in ch11.WS_ATTENTION_GPU]
+    assert len(graded) > 10 and max(b * h * s * s for b, h, s, _ in graded) <= ch11.DIAGNOSE_SCORES
 
 
 def test_hidden_cases_of_chapter_11_need_only_a_shape(tmp_path):
