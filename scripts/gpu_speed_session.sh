@@ -19,7 +19,7 @@
 #   hold        tests/test_gpu_hold.py in GPU mode (the grader's GPU-hold protocol)
 #   decode      scripts/experiments_gemm.py decode: chapter 07's decode kernels and split-K, to results/
 #   gluon       scripts/gluon_gpu_outputs.py: chapters 09-10's Gluon kernels on the GPU and in the CPU simulator
-#   attention   chapter 11: its solutions checked, the Gluon kernel beside SDPA's backends and the Triton
+#   attention   chapter 11 (attention_smoke, attention_check, attention_gluon, attention_layer): its solutions checked, the Gluon kernel beside SDPA's backends and the Triton
 #               kernel (experiment_attention_h200.json), the layer's parts timed at prefill and decode
 #               (experiment_attention_layer_h200.json); each part under its own timeout
 #   attention_bench  chapter 11's tasks benched beside their baselines (bench_attention_h200.json), and the
@@ -149,21 +149,31 @@ step_gluon() {
   timeout "${GLUON_S:-180}" $py scripts/gluon_gpu_outputs.py --out "$OUT/gluon" > "$OUT/gluon.txt" 2>&1
   cut -c1-400 "$OUT/gluon.txt" | tail -12
 }
-step_attention() {
+step_attention_smoke() {
   timeout "${ATTENTION_SMOKE_S:-90}" $py scripts/gluon_attention.py --smoke > "$OUT/attention_smoke.txt" 2>&1
   echo "smoke: exit $?" >> "$OUT/attention_smoke.txt"
   cat "$OUT/attention_smoke.txt"
-  timeout "${ATTENTION_CHECK_S:-180}" $py -m course_lib check flash_attention paged_decode ws_attention --solutions \
-    > "$OUT/attention_check.txt" 2>&1
-  echo "check: exit $?" >> "$OUT/attention_check.txt"
-  tail -6 "$OUT/attention_check.txt"
-  timeout "${ATTENTION_GLUON_S:-200}" $py scripts/gluon_attention.py --bench "$OUT" > "$OUT/attention_gluon.txt" 2>&1
-  echo "gluon bench: exit $?" >> "$OUT/attention_gluon.txt"
+}
+step_attention_check() {
+  timed "check of chapter 11's solutions" timeout "${ATTENTION_CHECK_S:-300}" \
+    $py -m course_lib check flash_attention paged_decode ws_attention --solutions > "$OUT/attention_check.txt" 2>&1
+  tail -8 "$OUT/attention_check.txt"
+}
+step_attention_gluon() {
+  timed "gluon bench" timeout "${ATTENTION_GLUON_S:-200}" \
+    $py scripts/gluon_attention.py --bench "$OUT" > "$OUT/attention_gluon.txt" 2>&1
   cat "$OUT/attention_gluon.txt"
-  timeout "${ATTENTION_LAYER_S:-150}" $py scripts/attention_layer_profile.py \
+}
+step_attention_layer() {
+  timed "layer profile" timeout "${ATTENTION_LAYER_S:-150}" $py scripts/attention_layer_profile.py \
     --out "$OUT/experiment_attention_layer_h200.json" > "$OUT/attention_layer.txt" 2>&1
-  echo "layer profile: exit $?" >> "$OUT/attention_layer.txt"
   cat "$OUT/attention_layer.txt"
+}
+step_attention() {
+  step_attention_smoke
+  step_attention_check
+  step_attention_gluon
+  step_attention_layer
 }
 step_attention_bench() {
   timeout "${ATTENTION_BENCH_S:-400}" $py -m course_lib bench flash_attention paged_decode ws_attention \
