@@ -6,6 +6,7 @@ backends and the course's Triton kernel (solutions/flash_attention.py).
     python scripts/gluon_attention.py --compile      # CPU: compile for sm_90, count wgmma and setmaxnreg
     python scripts/gluon_attention.py --smoke        # GPU: small shapes against float64, before the rest
     python scripts/gluon_attention.py --bench OUT    # H200: time against SDPA's backends and the Triton kernel
+    python scripts/gluon_attention.py --causal-study OUT  # GPU: variants that say what slows the causal kernel
 """
 
 from __future__ import annotations
@@ -162,6 +163,79 @@ def bench(out_dir: str) -> int:
     return 0
 
 
+SNAKE = {
+    "        bh, pair = _work(item, n_pairs)\n        for role in":
+        "        bh, pair = _work(_snake(item, n_items, NUM_SMS), n_pairs)\n        for role in",
+    "        bh, pair = _work(item, n_pairs)\n        q_row":
+        "        bh, pair = _work(_snake(item, n_items, NUM_SMS), n_pairs)\n        q_row",
+    "@gluon.jit\ndef _key_tiles(":
+        "@gluon.jit\ndef _snake(item, n_items, NUM_SMS: gl.constexpr):\n"
+        "    base = item - item % NUM_SMS\n"
+        "    odd = ((item // NUM_SMS) % 2 == 1) & (base + NUM_SMS <= n_items)\n"
+        "    return gl.where(odd, base + NUM_SMS - 1 - item % NUM_SMS, item)\n\n\n"
+        "@gluon.jit\ndef _key_tiles(",
+}  # fmt: skip
+# what keeps the causal kernel below the non-causal one (on an H100: 463 TFLOP/s against 588): the order of
+# the work items, the mask, or the walks' length
+CAUSAL_STUDY = {
+    # pairs in order (first first): the longest walks come last, as the programs finish
+    "pairs_in_order": {"return item // n_pairs, n_pairs - 1 - item % n_pairs": "return item // n_pairs, item % n_pairs"},
+    # rounds of NUM_SMS items taken in snake order: a program that drew a long walk draws a short one next
+    "snake": SNAKE,
+    # launched non-causal but walking the causal walk's tiles: no mask at all (values wrong: timing only)
+    "causal_walk_no_mask": {"    else:\n        return gl.cdiv(seq_len, BLOCK_N)":
+                            "    else:\n        return gl.minimum(pair + 1, gl.cdiv(seq_len, BLOCK_N))"},
+}  # fmt: skip
+
+
+def causal_study(out_dir: str) -> int:
+    """Variants of the solution at the causal timed shape, beside the solution and cuDNN in the same run,
+    and the non-causal kernel on walks half as long (S 4096, twice the heads: the causal case's FLOPs)."""
+    from course_lib import lesson, runtime, timing
+    from course_lib.tasks import ch11_attention as ch11
+
+    B, H, S, D = 4, 32, 8192, 128
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = torch.empty_like(q)
+    causal_flops = 4 * B * H * D * (S * (S + 1) // 2)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    kept = []  # the variants' folders live until the end
+    runs = {"solution": (lambda: attention_ws(q, k, v, out, True, D**-0.5), True)}
+    for name, replace in CAUSAL_STUDY.items():
+        variant = lesson.write_variant("ws_attention", replace)
+        kept.append(variant)
+        fn = sources.load_module("ws_attention", variant.folder).ws_attention
+        causal = name != "causal_walk_no_mask"
+        runs[name] = (lambda fn=fn, causal=causal: fn(q, k, v, out, causal, D**-0.5), causal)
+    cudnn = ch11._sdpa_backends(None)["sdpa_cudnn"]
+    runs["sdpa_cudnn"] = (lambda: cudnn(q, k, v, True, D**-0.5), True)
+    rows = []
+    for name, (fn, checked) in runs.items():
+        got = fn()
+        got = out if got is None else got
+        err = ((got.float() - expected.float()).norm() / expected.float().norm()).item() if checked else None
+        t = timing.bench(fn)
+        rows.append({"variant": name, "shape": [B, H, S, D], "causal": True, "median_ms": t.median_ms,
+                     "p20_ms": t.p20_ms, "p80_ms": t.p80_ms, "tflops": causal_flops / t.median_ms / 1e9,
+                     "rel_error": err})  # fmt: skip
+        print(f"{name:<22} causal: {t.median_ms:.3f} ms, {causal_flops / t.median_ms / 1e9:.0f} TFLOP/s, error {err}")
+    for shape in ((B, H, S, D), (2 * B, H, S // 2, D)):  # non-causal: 64 and 32 key tiles a walk
+        q2, k2, v2 = (torch.randn(*shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        out2 = torch.empty_like(q2)
+        flops = 4 * shape[0] * shape[1] * shape[3] * shape[2] ** 2
+        t = timing.bench(lambda: attention_ws(q2, k2, v2, out2, False, D**-0.5))
+        rows.append({"variant": "solution", "shape": list(shape), "causal": False, "median_ms": t.median_ms,
+                     "tflops": flops / t.median_ms / 1e9})  # fmt: skip
+        print(f"solution non-causal {shape}: {t.median_ms:.3f} ms, {flops / t.median_ms / 1e9:.0f} TFLOP/s")
+    meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d"),
+            "method": "course_lib.timing.bench (CUDA events, L2 flushed, median)"}  # fmt: skip
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "experiment_attention_causal_study.json").write_text(
+        json.dumps({"meta": meta, "rows": rows}, indent=1)
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--simulate", action="store_true")
@@ -169,6 +243,7 @@ def main() -> int:
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="GPU: small shapes against float64, first")
     parser.add_argument("--bench", metavar="OUT")
+    parser.add_argument("--causal-study", metavar="OUT", help="GPU: what slows the causal kernel")
     args = parser.parse_args()
     code = 0
     if args.smoke:
@@ -179,6 +254,8 @@ def main() -> int:
         code |= compile_sm90()
     if args.bench:
         code |= bench(args.bench)
+    if args.causal_study:
+        code |= causal_study(args.causal_study)
     return code
 
 
