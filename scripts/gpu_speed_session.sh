@@ -22,6 +22,8 @@
 #   attention   chapter 11 (attention_smoke, attention_check, attention_gluon, attention_layer): its solutions checked, the Gluon kernel beside SDPA's backends and the Triton
 #               kernel (experiment_attention_h200.json), the layer's parts timed at prefill and decode
 #               (experiment_attention_layer_h200.json); each part under its own timeout
+#   decode_sweep  scripts/decode_sweep.py: the decode kernel's slices, pages a step, stages and warps
+#   causal_study  scripts/gluon_attention.py --causal-study: what slows the causal Gluon kernel
 #   attention_bench  chapter 11's tasks benched beside their baselines (bench_attention_h200.json), and the
 #               JIT's cost as decode contexts grow (experiment_attention_jit_h200.json)
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
@@ -168,6 +170,15 @@ step_attention_layer() {
   timed "layer profile" timeout "${ATTENTION_LAYER_S:-150}" $py scripts/attention_layer_profile.py \
     --out "$OUT/experiment_attention_layer_h200.json" > "$OUT/attention_layer.txt" 2>&1
   cat "$OUT/attention_layer.txt"
+}
+step_decode_sweep() {
+  timed "decode sweep" timeout "${DECODE_SWEEP_S:-300}" $py scripts/decode_sweep.py --bench "$OUT" > "$OUT/decode_sweep.txt" 2>&1
+  grep -E "^best|solution|sdpa" "$OUT/decode_sweep.txt" | cut -c1-300
+}
+step_causal_study() {
+  timed "causal study" timeout "${CAUSAL_STUDY_S:-200}" $py scripts/gluon_attention.py --causal-study "$OUT" \
+    > "$OUT/causal_study.txt" 2>&1
+  cat "$OUT/causal_study.txt"
 }
 step_attention() {
   step_attention_smoke
