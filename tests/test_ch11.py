@@ -386,15 +386,15 @@ def test_the_turn_facts_follow_each_consumers_own_order():
     between a consumer's wait on one and its next arrival on one. Barriers among a consumer and the producer
     are no turns."""
     timeline = {
-        "c0": [("w", "ready[0]"), ("w", "turn[0]"), ("a", "turn[1]"), ("x", "8"), ("w", "turn[0]"), ("x", "8"),
+        "c0": [("w", "ready[0]"), ("w", "turn[0]"), ("a", "turn[1]"), ("x", 8), ("w", "turn[0]"), ("x", 8),
                ("a", "turn[1]"), ("a", "empty[0]")],
-        "c1": [("w", "ready[0]"), ("w", "turn[1]"), ("a", "turn[0]"), ("x", "8"), ("x", "8")],
+        "c1": [("w", "ready[0]"), ("w", "turn[1]"), ("a", "turn[0]"), ("x", 8), ("x", 8)],
         "producer": [("w", "empty[0]"), ("a", "ready[0]")],
     }  # fmt: skip
     facts = ch11._turn_facts([timeline], ["c0", "c1"])
     assert facts == {"barriers": ["turn[0]", "turn[1]"], "held": {"c0": [8, 16], "c1": [0, 16]}}
     # one barrier both consumers wait on and arrive on, in alternating phases, is a turn too
-    shared = {"c0": [("w", "t"), ("a", "t"), ("x", "8")], "c1": [("w", "t"), ("x", "8"), ("a", "t")]}
+    shared = {"c0": [("w", "t"), ("a", "t"), ("x", 8)], "c1": [("w", "t"), ("x", 8), ("a", "t")]}
     assert ch11._turn_facts([shared], ["c0", "c1"]) == {"barriers": ["t"], "held": {"c0": [0, 8], "c1": [8, 8]}}
 
 

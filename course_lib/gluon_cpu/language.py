@@ -86,7 +86,7 @@ class Program:
         self.timeline: dict = {}
         self.mma_partitions: set = set()  # the partitions that issued a wgmma (all of them, uncapped)
 
-    def note(self, kind: str, what: str = "") -> None:
+    def note(self, kind: str, what: str | int = "") -> None:
         events = self.timeline.setdefault(self.partition_name(), [])
         if len(events) < TIMELINE_CAP:
             events.append((kind, what))
@@ -114,7 +114,7 @@ def exp_beside_mma(elements: int = 1) -> None:
     counts = program.exp_calls.setdefault(program.partition_name(), [0, 0])
     counts[0] += elements if program.mma_issued.get(id(me)) else 0
     counts[1] += elements
-    program.note("x", str(elements))
+    program.note("x", elements)
 
 
 def _bind_program(program: Program | None) -> None:

@@ -740,23 +740,23 @@ def _turn_facts(timelines: list[dict], consumers: list[str]) -> dict:
     waits, arrivals = {}, {}
     for timeline in timelines:
         for name in consumers:
-            for kind, barrier in timeline.get(name, ()):
+            for kind, what in timeline.get(name, ()):
                 if kind in "wa":
-                    (waits if kind == "w" else arrivals).setdefault(barrier, set()).add(name)
+                    (waits if kind == "w" else arrivals).setdefault(what, set()).add(name)
     # (two barriers, one a consumer: or one that both wait on and arrive on, with alternating phases)
     turn = sorted(b for b in waits if any(a != w for a in arrivals.get(b, ()) for w in waits[b]))
     held = {name: [0, 0] for name in consumers}
     for timeline in timelines:
         for name in consumers:
             holding = False
-            for kind, barrier in timeline.get(name, ()):
-                if kind == "w" and barrier in turn:
+            for kind, what in timeline.get(name, ()):  # what: a barrier's name, or an exponential's elements
+                if kind == "w" and what in turn:
                     holding = True
-                elif kind == "a" and barrier in turn:
+                elif kind == "a" and what in turn:
                     holding = False
-                elif kind == "x":  # an exponential, counted in elements
-                    held[name][0] += int(barrier) if holding else 0
-                    held[name][1] += int(barrier)
+                elif kind == "x":
+                    held[name][0] += what if holding else 0
+                    held[name][1] += what
     return {"barriers": turn, "held": held}
 
 
