@@ -20,6 +20,7 @@ The interpreter's bug work-arounds live apart, in ``course_lib.interpreter``.
 from __future__ import annotations
 
 import ast
+import itertools
 import linecache
 import sys
 import threading
@@ -516,8 +517,10 @@ class _Launch:
     starts: np.ndarray  # merged, sorted intervals for the membership test
     ends: np.ndarray
     sites: dict = field(default_factory=dict)  # (code, line) -> _Site: each tl.load/tl.store's last run
+    number: int = field(default_factory=lambda: next(_launches_made))  # this process's launches, in order
 
 
+_launches_made = itertools.count()
 _launch_stack: list[_Launch] = []
 _unmasked = threading.local()
 
@@ -915,8 +918,15 @@ def _source_of(frame) -> tuple[str, str, str | None, bool | None] | None:
 
 
 # Called with (kind, kernel name, addresses, active mask, itemsize) for every load and store the
-# interpreter makes inside a launch; course_lib.traffic listens here.
+# interpreter makes inside a launch; course_lib.traffic listens here. While a listener runs,
+# ``access_program()`` names the program making the access.
 access_listeners: list = []
+_access = threading.local()
+
+
+def access_program() -> tuple | None:
+    """(the launch's number in this process, the program id) of the access the listeners are told of."""
+    return getattr(_access, "program", None)
 
 
 def _check_access(kind: str, builder, ptrs, mask) -> None:
@@ -929,9 +939,13 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
     else:
         active_mask = np.broadcast_to(np.asarray(getattr(mask, "data", mask)).astype(bool), addresses.shape)
     itemsize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
-    for listener in access_listeners:
-        listener(kind, launch.kernel, addresses, active_mask, itemsize)
     pid = tuple(int(v) for v in getattr(builder, "grid_idx", (0, 0, 0)))
+    _access.program = (launch.number, pid)
+    try:
+        for listener in access_listeners:
+            listener(kind, launch.kernel, addresses, active_mask, itemsize)
+    finally:
+        _access.program = None
     frame = _kernel_frame()
     site = (frame.f_code, frame.f_lineno) if frame is not None else None
     first = int(addresses.reshape(-1)[0]) if addresses.size else 0

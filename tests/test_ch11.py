@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import GOOD, ROOT, WRONG
 
-from course_lib import grader, runtime, sources, tasks
+from course_lib import grader, lesson, runtime, sources, tasks
 from course_lib.grader import FAIL, PASS
 from course_lib.tasks import ch11_attention as ch11
 
@@ -48,12 +48,24 @@ WRONG_SUBMISSIONS = {
     "ch11_causal_no_skip": (
         "flash_attention",
         (
-            "all 11 cases are right, but a causal walk loaded the key tiles above the diagonal",
-            "the non-causal call 262,144: 100%",
+            "all 11 cases are right, but a causal walk loaded key tiles above the diagonal",
+            "of the first 256 queries' outputs came out NaN",
             "stop = min((pid_m + 1) * BLOCK_M",
         ),
         (),
     ),  # fmt: skip
+    # one key tile past the diagonal: right values, a tile of work wasted a query tile
+    "ch11_causal_one_tile_past": (
+        "flash_attention",
+        ("a causal walk loaded key tiles above the diagonal", "(the first: query 128)"),
+        (),
+    ),
+    # the walk runs to the slice's end, past the sequence's last page: the table's entries there name no page
+    "ch11_decode_past_last_page": (
+        "paged_decode",
+        ("out-of-bounds access", "Most likely here: the block table is max_pages wide", "cdiv(context_lens[b], PAGE)"),
+        (),
+    ),
     "ch11_merge_ignores_max": (
         "paged_decode",
         ("the merge added the slices' sums and outputs as they were", "weigh slice s by exp2(m_s - M)"),
@@ -131,6 +143,7 @@ WRONG_SUBMISSIONS = {
 
 RIGHT = {
     "ch11_attention_one_loop": "flash_attention",  # one masked loop, exp, 32 x 32 tiles, grid axes swapped
+    "ch11_attention_tall_key_tiles": "flash_attention",  # key tiles of 128 past query tiles of 32
     "ch11_decode_no_split": "paged_decode",  # no split, no merge, no tl.dot
     "ch11_ws_hand_over_late": "ws_attention",  # the turn handed over after the wait: less overlap, right
     "ch11_ws_rescale_before_pv": "ws_attention",  # acc rescaled in the next turn, beside q k^T
@@ -167,14 +180,46 @@ def test_right_submission_passes(folder):
 
 
 def test_the_causal_walk_judge():
-    """The rule's own logic: GPU facts pass (no load can be seen there), a wrong probe run is left to the
-    cases, and a causal call that loads more than SKIP_BAR of the non-causal call's keys fails."""
-    assert ch11.judge_causal_walk({"mode": runtime.GPU})[0][0]
-    assert ch11.judge_causal_walk({"mode": runtime.CPU, "right": False, "causal": 10, "full": 10})[0][0]
-    ok = {"mode": runtime.CPU, "right": True, "causal": 620, "full": 1000}
+    """The rule's own logic: NaN among the early queries fails in both modes; a wrong probe run is left to
+    the cases; on a GPU finite early rows pass; in CPU mode a load wholly above the diagonal fails too."""
+    nan = {"mode": runtime.GPU, "right": True, "nan_rows": 64, "first_nan_row": 192}
+    passed, summary, details = ch11.judge_causal_walk(nan)[0]
+    assert not passed and "above the diagonal" in summary and "64 of the first 256" in details[0]
+    assert not ch11.judge_causal_walk({**nan, "mode": runtime.CPU})[0][0]
+    assert ch11.judge_causal_walk({"mode": runtime.GPU, "right": False, "nan_rows": 0})[0][0]
+    assert ch11.judge_causal_walk({"mode": runtime.GPU, "right": True, "nan_rows": 0})[0][0]
+    ok = {"mode": runtime.CPU, "right": True, "nan_rows": 0, "loads": 40, "above": 0, "examples": []}
     assert ch11.judge_causal_walk(ok)[0][0]
-    passed, summary, details = ch11.judge_causal_walk({**ok, "causal": 1000})[0]
-    assert not passed and "loaded the key tiles above the diagonal" in summary and "100%" in details[0]
+    above = {**ok, "above": 1, "examples": [[(3, 0, 0), 256, 319, 255]]}
+    passed, summary, details = ch11.judge_causal_walk(above)[0]
+    assert not passed and "whose query tile ends at query 255, loaded keys 256 to 319" in details[0]
+    dropped = {**ok, "above": 1, "examples": [[(3, 0, 0), None, None, 255]]}
+    assert "a tile whose mask dropped every key" in ch11.judge_causal_walk(dropped)[0][2][0]
+
+
+def test_a_causal_walk_is_judged_per_tile_whatever_the_tiles(tmp_path):
+    """The probe judges each load against its own program's query tile: a walk one key tile past the
+    diagonal fails (it loaded about 72% of what a walk over every tile loads, under the old rule's bar),
+    and so does one whose loop runs over every tile with the loads masked off above the diagonal; query
+    tiles of 256 rows pass (the old rule failed them: each program loads 75% of the keys), and key tiles
+    taller than the query tiles (tests/good)."""
+    solution = (ROOT / "solutions" / "flash_attention.py").read_text()
+    masked_off = lesson.write_variant("flash_attention", {
+        "    stop = tl.minimum((pid_m + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len\n": "    stop = seq_len\n",
+        "        offs_n = start_n + tl.arange(0, BLOCK_N)\n":
+            "        offs_n = start_n + tl.arange(0, BLOCK_N)\n        reach = offs_n < seq_len\n"
+            "        if CAUSAL:\n            reach = reach & (offs_n <= tl.max(offs_m))\n",
+        "mask=offs_n[None, :] < seq_len, other=0.0)": "mask=reach[None, :], other=0.0)",
+        "mask=offs_n[:, None] < seq_len, other=0.0)": "mask=reach[:, None], other=0.0)",
+    }, folder=tmp_path / "masked_off")  # fmt: skip
+    result = grader.grade_task("flash_attention", masked_off.folder, seed=SEED)
+    assert result.status == FAIL and "a tile whose mask dropped every key" in full_text(result), full_text(result)
+    wide = lesson.write_variant(  # two query tiles on the probe, each a program; the old rule failed it
+        "flash_attention", {"block_m, block_n = 128, 64": "block_m, block_n = 256, 64"}, folder=tmp_path / "wide"
+    )
+    result = grader.grade_task("flash_attention", wide.folder, seed=SEED)
+    assert result.status == PASS, full_text(result)
+    assert "block_m, block_n = 128, 64" in solution
 
 
 def test_the_causal_walk_counts_reads_whatever_writes_the_output(tmp_path):

@@ -169,7 +169,10 @@ def judge(
     whenever the reference fails on the device)."""
     error = reply.get("error")
     if error:
-        failed = Outcome.failed(error["summary"], error["details"], status=error["status"])
+        details = list(error["details"])
+        if spec.out_of_bounds_hint and str(error["summary"]).startswith("out-of-bounds access"):
+            details.insert(0, spec.out_of_bounds_hint)
+        failed = Outcome.failed(error["summary"], details, status=error["status"])
         failed.raised = True
         return failed
     launches = list(reply.get("launches", []))

@@ -158,6 +158,9 @@ class TaskSpec:
     # Speed tiers on a GPU (``SpeedTiers``); kernel tasks with benchmark cases get the default bars
     # (fast: torch eager's speed; expert: 80% of the solution's) unless they state their own.
     speed: SpeedTiers | None = None
+    # A sentence added to an out-of-bounds access's report, where the task's inputs make one likely for a
+    # reason the addresses cannot show (paged_decode: a block table's entries past a sequence's last page)
+    out_of_bounds_hint: str = ""
 
     def speed_tiers(self) -> SpeedTiers | None:
         """The bars this task's speed is graded against, or None for a task that has no speed grade

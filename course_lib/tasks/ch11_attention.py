@@ -239,75 +239,133 @@ def _attention_bytes(case: Case) -> int:
 # the causal walk stops at the diagonal: tiles wholly above it are never loaded
 
 PROBE_SEQ, PROBE_DIM = 512, 64
-# A causal walk that stops at each query tile's last query reads (1 + BLOCK_M / seq_len) / 2 of the keys a
-# walk over every tile reads: 56% with 64-row query tiles at 512 tokens, 62% with 128, 75% with 256. A walk
-# over every tile reads 100% (its masks keep the values right). The bar sits between.
-SKIP_BAR = 0.85
 
 
-class _KeyReads:
-    """An access listener: the bytes of k and v that loads read, every launch and program together (a
-    kernel may write its result anywhere, through any number of launches: only the reads count)."""
+class _CausalWalk:
+    """An access listener on a causal call. Each program's query tile is the rows of q it has loaded since
+    its last store (a store ends a tile's work); a load of k or v whose active rows all lie after that
+    tile's last query is a key tile wholly above the diagonal, and so is one whose mask left no lane at
+    all (a tile that a mask dropped whole, still walked and computed). Judged per load, whatever the
+    tiles' sizes, the grid's order or the launches: a walk that stops at the diagonal loads neither."""
 
-    def __init__(self, k: torch.Tensor, v: torch.Tensor):
-        self.regions = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in (k, v)]
-        self.elements = 0
+    def __init__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        self.row_bytes = PROBE_DIM * q.element_size()
+        self.q = (q.data_ptr(), q.data_ptr() + q.numel() * q.element_size())
+        self.keys = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in (k, v)]
+        self.last_query: dict = {}  # program -> its query tile's last row (None after a store)
+        self.loads = 0  # loads of k or v judged (made after a load of q)
+        self.above: list = []  # (program id, first key row, last key row, the tile's last query), the first few
+        self.count = 0
+
+    def _rows(self, region, addresses: np.ndarray) -> np.ndarray:
+        inside = addresses[(addresses >= region[0]) & (addresses < region[1])]
+        return (inside - np.uint64(region[0])) // np.uint64(self.row_bytes)
 
     def __call__(self, kind, kernel, addresses, active, itemsize) -> None:
+        from .. import hooks
+
+        program = hooks.access_program()
         if kind != "load":
+            self.last_query[program] = None
             return
-        live = np.asarray(addresses, dtype=np.uint64)[np.asarray(active, dtype=bool)]
-        for start, end in self.regions:
-            self.elements += int(((live >= start) & (live < end)).sum())
+        every = np.asarray(addresses, dtype=np.uint64).reshape(-1)
+        live = every[np.asarray(active, dtype=bool).reshape(-1)]
+        queries = self._rows(self.q, live)
+        if queries.size:
+            before = self.last_query.get(program)
+            self.last_query[program] = max(int(queries.max()), before if before is not None else -1)
+            return
+        region = next((r for r in self.keys if self._rows(r, every).size), None)
+        last = self.last_query.get(program)
+        if region is None or last is None:
+            return
+        self.loads += 1
+        rows = self._rows(region, live)
+        if rows.size == 0 or int(rows.min()) > last:
+            self.count += 1
+            if len(self.above) < 3:
+                first, final = (int(rows.min()), int(rows.max())) if rows.size else (None, None)
+                self.above.append((list(program[1]), first, final, last))
 
 
-def _keys_read(entry, causal: bool, seed: int) -> tuple[int, bool]:
-    """(elements of k and v loaded, whether the output was right) for one call on (1, 1, PROBE_SEQ, PROBE_DIM)."""
-    from .. import hooks
-
-    gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(1, 1, PROBE_SEQ, PROBE_DIM, generator=gen).to(F16) for _ in range(3))
-    out = torch.empty_like(q)
-    listener = _KeyReads(k, v)
-    hooks.access_listeners.append(listener)
-    try:
-        entry(q=q, k=k, v=v, out=out, causal=causal, sm_scale=PROBE_DIM**-0.5)
-    finally:
-        hooks.access_listeners.remove(listener)
-    expected = attention_reference(q.double(), k.double(), v.double(), causal, PROBE_DIM**-0.5)
-    return listener.elements, compare(out.double(), expected, ATTENTION_TOLERANCE[F16], poisoned=False).ok
+# the probe's keys and values from this row on are NaN: a program whose queries all come before it reads
+# none of them if its walk stops at the diagonal (for query and key tiles of up to POISONED_FROM rows), and
+# a tile of them that it does load multiplies its p = 0 by NaN values: 0 x NaN is NaN, in the tensor cores too
+POISONED_FROM = 256
 
 
 def probe_causal_walk(module, entry) -> dict:
-    """In the worker: the learner's launcher on one (1, 1, PROBE_SEQ, PROBE_DIM) input, causal and not,
-    with every load of k and v counted. Plain data, judged by ``judge_causal_walk``. On a GPU no load can
-    be seen: the facts say so."""
-    if not runtime.is_cpu():
-        return {"mode": runtime.GPU}
-    causal, causal_right = _keys_read(entry, True, 11)
-    full, full_right = _keys_read(entry, False, 12)
-    return {"mode": runtime.CPU, "right": bool(causal_right and full_right), "causal": causal, "full": full}
+    """In the worker: the learner's launcher on one causal (1, 1, PROBE_SEQ, PROBE_DIM) input whose keys and
+    values from row POISONED_FROM on are NaN. The outputs of the queries before that row must be finite
+    and right, in both modes; in CPU mode ``_CausalWalk`` also sees each load. Plain data, judged by
+    ``judge_causal_walk``."""
+    from .. import hooks
+
+    gen = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(1, 1, PROBE_SEQ, PROBE_DIM, generator=gen).to(F16) for _ in range(3))
+    early = slice(0, POISONED_FROM)
+    expected = attention_reference(*(t[..., early, :].double() for t in (q, k, v)), True, PROBE_DIM**-0.5)
+    k[..., POISONED_FROM:, :] = float("nan")
+    v[..., POISONED_FROM:, :] = float("nan")
+    cpu = runtime.is_cpu()
+    if not cpu:
+        q, k, v = (t.cuda() for t in (q, k, v))
+    out = torch.zeros_like(q)
+    walk = _CausalWalk(q, k, v) if cpu else None
+    if walk is not None:
+        hooks.access_listeners.append(walk)
+    try:
+        entry(q=q, k=k, v=v, out=out, causal=True, sm_scale=PROBE_DIM**-0.5)
+    finally:
+        if walk is not None:
+            hooks.access_listeners.remove(walk)
+    got = out[..., early, :].double().cpu()
+    bad = torch.isnan(got).any(dim=-1).reshape(-1)
+    finite = ~bad
+    right = bool(compare(got[..., finite, :], expected[..., finite, :], ATTENTION_TOLERANCE[F16], poisoned=False).ok)
+    facts = {"mode": runtime.CPU if cpu else runtime.GPU, "right": right, "nan_rows": int(bad.sum()),
+             "first_nan_row": int(bad.nonzero()[0]) if bad.any() else None}  # fmt: skip
+    if walk is not None:
+        facts.update(loads=walk.loads, above=walk.count, examples=walk.above)
+    return facts
 
 
 def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
-    if facts.get("mode") != runtime.CPU:
-        return [(True, "the causal walk is checked in CPU mode (the interpreter shows every load)", [])]
-    if not facts.get("right") or not facts.get("full"):
-        return [(True, "the causal walk was not judged: its run went wrong, and the grader fails that run", [])]
-    share = facts["causal"] / facts["full"]
-    seen = (f"on a {PROBE_SEQ}-token probe, the causal call loaded {facts['causal']:,} elements of k and v, the "
-            f"non-causal call {facts['full']:,}: {share:.0%}")  # fmt: skip
-    if share > SKIP_BAR:
+    advice = ("Those tiles' scores are all masked to -inf: the work is right and wasted (about half of a causal "
+              "attention's). Stop the walk at the end of the program's last query: stop = min((pid_m + 1) * "
+              "BLOCK_M, seq_len) when causal, and let the loop's bound, not a mask, end it.")  # fmt: skip
+    if facts.get("nan_rows"):
         return [(
             False,
-            "a causal walk loaded the key tiles above the diagonal",
-            [f"{seen}. A walk that stops at each query tile's last query loads about half (56% with 64-row query "
-             "tiles, 62% with 128).",
-             "Those tiles' scores are all masked to -inf: the work is right and wasted (about half of a causal "
-             "attention's). Stop the walk at the end of the program's last query: stop = min((pid_m + 1) * "
-             "BLOCK_M, seq_len) when causal."],
+            "a causal walk loaded key tiles above the diagonal",
+            [f"On a causal {PROBE_SEQ}-token probe whose keys and values from row {POISONED_FROM} on were NaN, "
+             f"{facts['nan_rows']} of the first {POISONED_FROM} queries' outputs came out NaN (the first: query "
+             f"{facts.get('first_nan_row')}). None of those queries attends to a key from row {POISONED_FROM} on, "
+             f"so a walk that stops at the diagonal never loads one (with query and key tiles of at most "
+             f"{POISONED_FROM} rows); a tile of them that is loaded and masked still multiplies its p = 0 by the "
+             "NaN values, and 0 x NaN is NaN.",
+             advice],
         )]  # fmt: skip
-    return [(True, f"the causal walk stops at the diagonal ({seen})", [])]
+    if not facts.get("right"):
+        return [(True, "the causal walk was not judged: its probe's run went wrong, and the grader fails such "
+                 "a run", [])]  # fmt: skip
+    if facts.get("mode") != runtime.CPU:
+        return [(True, f"the causal walk stops at the diagonal (no NaN from the probe's keys past row "
+                 f"{POISONED_FROM} reached an earlier query)", [])]  # fmt: skip
+    seen = f"on a causal {PROBE_SEQ}-token probe, {facts.get('above', 0)} of {facts.get('loads', 0)} loads of k or v"
+    if facts.get("above"):
+        examples = []
+        for pid, first, final, last in facts.get("examples", []):
+            keys = f"keys {first} to {final}" if first is not None else "a tile whose mask dropped every key"
+            examples.append(f"program {tuple(pid)}, whose query tile ends at query {last}, loaded {keys}")
+        return [(
+            False,
+            "a causal walk loaded key tiles above the diagonal",
+            [f"{seen} lay wholly above the diagonal of the program's query tile (each key after its last "
+             "query). For example: " + "; ".join(examples) + ".",
+             advice],
+        )]  # fmt: skip
+    return [(True, f"the causal walk stops at the diagonal ({seen} lay above it)", [])]
 
 
 register(
@@ -389,10 +447,15 @@ def _decode_inputs(case: Case, gen: torch.Generator) -> dict:
     max_pages = max(pages_of)
     n_pages = sum(pages_of) + 3  # a few pages no sequence owns
     # the pages of each sequence lie anywhere in the cache (a shuffle), and the table's entries past a
-    # sequence's last page name pages that do not exist: a kernel that reads a page past the context
-    # reads outside the cache (the interpreter stops it and says so)
+    # sequence's last page name pages that do not exist. On the CPU they lie 4 to 8 caches past its start:
+    # a kernel that reads a page past the context reads outside every tensor, and the interpreter stops
+    # it and says why (out_of_bounds_hint). Pages just past the end (n_pages to 2 n_pages, as first
+    # written) lay in v_cache: a kernel's k loads read v's values there, unseen. On a GPU such a read
+    # would land in the allocator's pool and read values that the context's mask hides: there the pages
+    # lie 2^24 pages on (tens of GB, in 64-bit offsets), where the read faults.
     order = torch.randperm(n_pages, generator=gen, device=gen.device)
-    table = torch.randint(n_pages, 2 * n_pages, (batch, max_pages), generator=gen, device=gen.device).to(torch.int32)
+    low = 4 * n_pages if gen.device.type == "cpu" else 1 << 24
+    table = torch.randint(low, 2 * low, (batch, max_pages), generator=gen, device=gen.device).to(torch.int32)
     used = 0
     for b, count in enumerate(pages_of):
         table[b, :count] = order[used : used + count].to(torch.int32)
@@ -613,6 +676,11 @@ register(
             ),
         ],  # fmt: skip
         bench_variants=_decode_variants,
+        out_of_bounds_hint=(
+            "Most likely here: the block table is max_pages wide, and a shorter sequence's row ends in entries "
+            "that name no page of the cache (page numbers past its end): a walk must stop at the sequence's "
+            "last page, cdiv(context_lens[b], PAGE), and never read a table entry past it as a page number."
+        ),
         hints=[
             "Split each sequence's pages into NUM_SPLITS slices: one program per (sequence, KV head, slice). "
             "A program walks its slice page by page: page = block_table[b, p], then the PAGE tokens of that "
