@@ -66,6 +66,21 @@ WRONG_SUBMISSIONS = {
         ("out-of-bounds access", "Most likely here: the block table is max_pages wide", "cdiv(context_lens[b], PAGE)"),
         (),
     ),
+    # the diagonal's key tiles walked unmasked: queries see the later keys of their own tile
+    "ch11_causal_diagonal_unmasked": (
+        "flash_attention",
+        (
+            "with query tiles of 128 and key tiles of 64 (or any that tile this case the same way), the key tiles that "
+            "hold the diagonal were walked without the causal mask",
+        ),
+        ("tiny (1, 1, 1, 64)", "tail (1, 2, 100, 64)"),
+    ),
+    # tokens <= context: one token too many where the last page has room for it
+    "ch11_decode_context_off_by_one": (
+        "paged_decode",
+        ("each sequence also counted the token at position context_lens[b], one past its last",),
+        (),
+    ),
     "ch11_merge_ignores_max": (
         "paged_decode",
         ("the merge added the slices' sums and outputs as they were", "weigh slice s by exp2(m_s - M)"),

@@ -13,7 +13,9 @@ and no other partition will complete. ``Deadlock`` names who waits on what.
 
 from __future__ import annotations
 
+import linecache
 import random
+import sys
 import threading
 
 
@@ -40,12 +42,32 @@ class Event:
             self._fire()
 
 
+_PACKAGE = __file__.rsplit("/", 1)[0]
+
+
+def _kernel_line() -> tuple[str, int] | None:
+    """(file, line) of the innermost frame outside the simulator: the kernel's own call that waits."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+
+
+def _at(where: tuple[str, int] | None) -> str:
+    if where is None:
+        return ""
+    filename, line = where
+    text = linecache.getline(filename, line).strip()
+    return f" (at {filename.rsplit('/', 1)[-1]}:{line}" + (f", `{text[:90]}`)" if text else ")")
+
+
 class Partition:
     def __init__(self, name: str, body):
         self.name, self.body = name, body
         self.thread: threading.Thread | None = None
         self.ready = None  # None: may run; else a callable, true once its wait is over
         self.waiting_on = ""
+        self.where = None  # (file, line) in the kernel's source of the wait it is blocked in
         self.finished = False
         self.error: BaseException | None = None
 
@@ -163,7 +185,7 @@ class Scheduler:
 
     def waits(self, parts) -> str:
         waiting = [
-            f"{p.name} waits on {p.waiting_on() if callable(p.waiting_on) else p.waiting_on}"
+            f"{p.name} waits on {p.waiting_on() if callable(p.waiting_on) else p.waiting_on}{_at(p.where)}"
             for p in parts
             if not p.finished and p.waiting_on
         ]
@@ -190,6 +212,7 @@ class Scheduler:
         if ready is not None and not ready():
             said = waiting_on() if callable(waiting_on) else waiting_on
             self.trace.append((self.steps, p.name, "wait", said.split(" for parity")[0]))
+            p.where = _kernel_line()
         else:
             ready = None  # passes at once: no wait to record, the partition only gives the turn back
         p.ready, p.waiting_on = ready, waiting_on

@@ -176,6 +176,26 @@ def _no_rescale(q, k, v, causal, sm_scale, block_n: int, sum_rescaled=False, acc
     return acc / total[..., None]
 
 
+def _diagonal_unmasked_keeps(seq: int) -> dict:
+    """(BLOCK_M, BLOCK_N) -> which keys each query keeps, (seq, seq) bool, in a causal walk that stops at
+    its query tile's end but masks only from the last whole key tile on: the tiles up to
+    floor(stop / BLOCK_N) * BLOCK_N unmasked, the rest masked by j <= i. Distinct masks only, each unlike
+    the causal mask itself."""
+    i = torch.arange(seq)[:, None]
+    j = torch.arange(seq)[None, :]
+    causal = j <= i
+    keeps: dict = {}
+    sizes = [(m, n) for m in (16, 32, 64, 128, 256) for n in (16, 32, 64, 128, 256)]
+    # the usual tiles first: a mask that several tilings give is named by the most usual of them
+    for block_m, block_n in sorted(sizes, key=lambda mn: abs(math.log2(mn[0]) - 7) + abs(math.log2(mn[1]) - 6)):
+        stop = torch.clamp((i // block_m + 1) * block_m, max=seq)
+        full = stop // block_n * block_n
+        keep = (j < full) | ((j < stop) & causal)
+        if not torch.equal(keep, causal) and not any(torch.equal(keep, k) for k in keeps.values()):
+            keeps[(block_m, block_n)] = keep
+    return keeps
+
+
 def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
     """Name the known mistakes an output matches: the causal diagonal left out or one key too many, the
     scale left out or applied twice, the rescale left out (of the sum and the output, of the output only,
@@ -197,6 +217,14 @@ def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | No
         if q.shape[-2] > 1 and compare(rows, below, tol, poisoned=False).ok:
             return ("each query left out its own key: the causal mask keeps key j for query i when j <= i "
                     "(the diagonal is kept), not j < i")  # fmt: skip
+        for (block_m, block_n), keep in _diagonal_unmasked_keeps(q.shape[-2]).items():
+            scores = (q @ k.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
+            if matches(torch.softmax(scores, dim=-1) @ v):
+                return (f"with query tiles of {block_m} and key tiles of {block_n} (or any that tile this case the "
+                        "same way), the key tiles that hold the diagonal were walked without the causal mask, so a "
+                        "query saw the keys after it in its "
+                        "own tile: only the tiles wholly below the diagonal may skip the mask; the ones from "
+                        "(pid_m * BLOCK_M) // BLOCK_N * BLOCK_N on need keep = offs_n <= offs_m")  # fmt: skip
     if matches(attention_reference(q, k, v, causal, 1.0)):
         return "the scores were not multiplied by sm_scale (1/sqrt(head_dim)) before the softmax"
     if matches(attention_reference(q, k, v, causal, scale * scale)):
@@ -204,13 +232,15 @@ def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | No
     for block_n in (16, 32, 64, 128):
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n)):
             return (f"with key tiles of {block_n}, the running sum and the output were not rescaled when a tile "
-                    "raised the max: multiply both by exp(m_old - m_new) before adding the new tile")  # fmt: skip
+                    "raised the max: multiply both by alpha = exp2(m_old - m_new) (exp, with maxima in natural units) "
+                    "before adding the new tile")  # fmt: skip
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n, sum_rescaled=True)):
             return (f"with key tiles of {block_n}, the running sum was rescaled when a tile raised the max, but the "
-                    "output accumulator was not: multiply acc by the same exp(m_old - m_new)")  # fmt: skip
+                    "output accumulator was not: multiply acc by the same alpha (exp2(m_old - m_new), with maxima in "
+                    "log2 units)")  # fmt: skip
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n, acc_rescaled=True)):
             return (f"with key tiles of {block_n}, the output accumulator was rescaled when a tile raised the max, "
-                    "but the running sum was not: l = l * exp(m_old - m_new) + rowsum(p), the same factor as "
+                    "but the running sum was not: l = l * alpha + rowsum(p), with the same alpha as "
                     "acc's")  # fmt: skip
         seq = k.shape[-2]
         padded = -(-seq // block_n) * block_n
@@ -558,6 +588,13 @@ def _decode_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
     if compare(got, decode_reference(*args, round_up=True), tol, poisoned=False).ok:
         return ("the keys past each sequence's context length, up to the end of its last page, were counted: "
                 "mask the tokens at positions >= context_lens[b] (their scores -inf)")  # fmt: skip
+    # the mask one token late (tokens <= context): the token after the last counted where its page has it
+    lens, page = inputs["context_lens"], inputs["k_cache"].shape[1]
+    one_more = lens + (lens % page != 0).to(lens.dtype)
+    if not torch.equal(one_more, lens) and compare(got, decode_reference(*args[:4], one_more, args[5]), tol,
+                                                   poisoned=False).ok:  # fmt: skip
+        return ("each sequence also counted the token at position context_lens[b], one past its last: keep the "
+                "tokens with position < context_lens[b], not <=")  # fmt: skip
     table = inputs["block_table"]
     in_order = torch.arange(table.shape[1], dtype=table.dtype).expand_as(table)
     if (
