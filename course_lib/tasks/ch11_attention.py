@@ -198,7 +198,7 @@ def _diagonal_unmasked_keeps(seq: int) -> dict:
 
 def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
     """Name the known mistakes an output matches: the causal diagonal left out or one key too many, the
-    scale left out or applied twice, the rescale left out (of the sum and the output, of the output only,
+    diagonal's key tiles walked without the mask, the scale left out or applied twice, the rescale left out (of the sum and the output, of the output only,
     or of the sum only), keys past seq_len counted as zeros."""
     q, k, v, causal, scale = (inputs[n] for n in ("q", "k", "v", "causal", "sm_scale"))
     if q[..., 0].numel() * k.shape[-2] > DIAGNOSE_SCORES:
