@@ -49,7 +49,7 @@ WRONG_SUBMISSIONS = {
         "flash_attention",
         (
             "all 11 cases are right, but a causal walk loaded key tiles above the diagonal",
-            "of the first 256 queries' outputs came out NaN",
+            "outputs of the first 256 queries came out NaN",
             "stop = min((pid_m + 1) * BLOCK_M",
         ),
         (),
@@ -57,7 +57,7 @@ WRONG_SUBMISSIONS = {
     # one key tile past the diagonal: right values, a tile of work wasted a query tile
     "ch11_causal_one_tile_past": (
         "flash_attention",
-        ("a causal walk loaded key tiles above the diagonal", "(the first: query 128)"),
+        ("a causal walk loaded key tiles above the diagonal", "(the first: query 128)", "On a causal probe of shape ("),
         (),
     ),
     # the walk runs to the slice's end, past the sequence's last page: the table's entries there name no page
@@ -199,7 +199,7 @@ def test_the_causal_walk_judge():
     the cases; on a GPU finite early rows pass; in CPU mode a load wholly above the diagonal fails too."""
     nan = {"mode": runtime.GPU, "right": True, "nan_rows": 64, "first_nan_row": 192}
     passed, summary, details = ch11.judge_causal_walk(nan)[0]
-    assert not passed and "above the diagonal" in summary and "64 of the first 256" in details[0]
+    assert not passed and "above the diagonal" in summary and "64 outputs of the first 256" in details[0]
     assert not ch11.judge_causal_walk({**nan, "mode": runtime.CPU})[0][0]
     assert ch11.judge_causal_walk({"mode": runtime.GPU, "right": False, "nan_rows": 0})[0][0]
     assert ch11.judge_causal_walk({"mode": runtime.GPU, "right": True, "nan_rows": 0})[0][0]
@@ -235,6 +235,25 @@ def test_a_causal_walk_is_judged_per_tile_whatever_the_tiles(tmp_path):
     result = grader.grade_task("flash_attention", wide.folder, seed=SEED)
     assert result.status == PASS, full_text(result)
     assert "block_m, block_n = 128, 64" in solution
+
+
+def test_the_causal_probe_shape_comes_from_the_seed(tmp_path):
+    """The probe's shape is drawn from the grading seed: a launcher that skips the tiles above the diagonal
+    only at one fixed shape (the probe's, once) walks every tile at the shape drawn, and fails."""
+    shapes = {ch11.probe_shape(seed) for seed in range(40)}
+    assert len({shape for shape, _ in shapes}) >= 8 and {dtype for _, dtype in shapes} == {
+        torch.float16,
+        torch.bfloat16,
+    }
+    fixed = (1, 1, 512, 64)
+    assert ch11.probe_shape(SEED + 104729)[0] != fixed  # the seed the grader's probe gets (isolation.py)
+    detector = lesson.write_variant("flash_attention", {
+        "    NUM_STAGES: tl.constexpr,\n): ": "    NUM_STAGES: tl.constexpr, SKIP: tl.constexpr,\n): ",
+        "if CAUSAL else seq_len\n": "if CAUSAL and SKIP else seq_len\n",
+        "NUM_STAGES=3, num_warps": f"NUM_STAGES=3, SKIP=tuple(q.shape) == {fixed}, num_warps",
+    }, folder=tmp_path / "detector")  # fmt: skip
+    result = grader.grade_task("flash_attention", detector.folder, seed=SEED)
+    assert result.status == FAIL and "above the diagonal" in result.summary, full_text(result)
 
 
 def test_the_causal_walk_counts_reads_whatever_writes_the_output(tmp_path):

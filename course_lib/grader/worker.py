@@ -476,7 +476,7 @@ class _Worker:
         module_name, function = message["probe"].split(":")
         probe = getattr(importlib.import_module(module_name), function)
         try:
-            facts = run_probe(probe, self.module, self.entry)
+            facts = run_probe(probe, self.module, self.entry, message.get("seed"))
             _send(self.conn, {"kind": "probe_done", "facts": json.loads(json.dumps(facts))})
         except BaseException as e:  # learner code runs inside the probe
             _send(self.conn, {"kind": "probe_done", "error": _explain(e, self.path)})
@@ -564,16 +564,19 @@ def _raise_caught_refusal(guard) -> None:
         raise TorchComputeInLauncher(f"{violation} (The launcher caught this error and went on: it still counts.)")
 
 
-def run_probe(probe, module, entry):
+def run_probe(probe, module, entry, seed: int | None = None):
     """A task's probe of the learner's module (plain facts for its judge). A probe watches what calls do
     (which program stores which tile, how many launches a call makes): in the interpreter, an autotuner
     meeting a new shape keeps its first config there instead of running every config as a trial first,
     work the probe would throw away (grouped_matmul's probe ran four configs on a 1280 x 2432 output
     before its one call) and launches that are not the learner's. The cases still run every config."""
+    import inspect
+
     from .. import interpreter
 
+    takes_seed = "seed" in inspect.signature(probe).parameters
     with interpreter.autotune_trials_skipped():
-        return probe(module, entry)
+        return probe(module, entry, seed=seed) if takes_seed and seed is not None else probe(module, entry)
 
 
 def _set_threads(threads) -> None:

@@ -198,8 +198,9 @@ def _diagonal_unmasked_keeps(seq: int) -> dict:
 
 def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
     """Name the known mistakes an output matches: the causal diagonal left out or one key too many, the
-    diagonal's key tiles walked without the mask, the scale left out or applied twice, the rescale left out (of the sum and the output, of the output only,
-    or of the sum only), keys past seq_len counted as zeros."""
+    diagonal's key tiles walked without the mask, the scale left out or applied twice, the rescale left
+    out (of the sum and the output, of the output only, or of the sum only), keys past seq_len counted as
+    zeros."""
     q, k, v, causal, scale = (inputs[n] for n in ("q", "k", "v", "causal", "sm_scale"))
     if q[..., 0].numel() * k.shape[-2] > DIAGNOSE_SCORES:
         return None  # a timed shape: each guess would be a float64 attention on the CPU (minutes apiece)
@@ -268,7 +269,17 @@ def _attention_bytes(case: Case) -> int:
 # --------------------------------------------------------------------------------------------------
 # the causal walk stops at the diagonal: tiles wholly above it are never loaded
 
-PROBE_SEQ, PROBE_DIM = 512, 64
+PROBE_DIM = 64
+# the probe's sequence length, batch and heads are drawn from the grading seed: a launcher cannot tell the
+# probe's call from a case's by a fixed shape (and walk every tile everywhere else)
+PROBE_SEQS = (320, 384, 448, 512, 576, 640)
+
+
+def probe_shape(seed: int) -> tuple[tuple[int, int, int, int], torch.dtype]:
+    """(batch, heads, seq, PROBE_DIM) and the dtype of the causal-walk probe graded with ``seed``."""
+    draw = np.random.default_rng(seed)
+    shape = (int(draw.integers(1, 3)), int(draw.integers(1, 3)), int(draw.choice(PROBE_SEQS)), PROBE_DIM)
+    return shape, (F16, BF16)[int(draw.integers(0, 2))]
 
 
 class _CausalWalk:
@@ -280,6 +291,7 @@ class _CausalWalk:
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         self.row_bytes = PROBE_DIM * q.element_size()
+        self.seq = q.shape[-2]  # rows count through the (batch, head) pairs: row % seq is the position
         self.q = (q.data_ptr(), q.data_ptr() + q.numel() * q.element_size())
         self.keys = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in (k, v)]
         self.last_query: dict = {}  # program -> its query tile's last row (None after a store)
@@ -314,8 +326,8 @@ class _CausalWalk:
         if rows.size == 0 or int(rows.min()) > last:
             self.count += 1
             if len(self.above) < 3:
-                first, final = (int(rows.min()), int(rows.max())) if rows.size else (None, None)
-                self.above.append((list(program[1]), first, final, last))
+                first, final = (int(rows.min()) % self.seq, int(rows.max()) % self.seq) if rows.size else (None, None)
+                self.above.append((list(program[1]), first, final, last % self.seq))
 
 
 # the probe's keys and values from this row on are NaN: a program whose queries all come before it reads
@@ -324,15 +336,16 @@ class _CausalWalk:
 POISONED_FROM = 256
 
 
-def probe_causal_walk(module, entry) -> dict:
-    """In the worker: the learner's launcher on one causal (1, 1, PROBE_SEQ, PROBE_DIM) input whose keys and
+def probe_causal_walk(module, entry, seed: int = 11) -> dict:
+    """In the worker: the learner's launcher on one causal input of ``probe_shape(seed)`` whose keys and
     values from row POISONED_FROM on are NaN. The outputs of the queries before that row must be finite
     and right, in both modes; in CPU mode ``_CausalWalk`` also sees each load. Plain data, judged by
     ``judge_causal_walk``."""
     from .. import hooks
 
-    gen = torch.Generator().manual_seed(11)
-    q, k, v = (torch.randn(1, 1, PROBE_SEQ, PROBE_DIM, generator=gen).to(F16) for _ in range(3))
+    shape, dtype = probe_shape(seed)
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(*shape, generator=gen).to(dtype) for _ in range(3))
     early = slice(0, POISONED_FROM)
     expected = attention_reference(*(t[..., early, :].double() for t in (q, k, v)), True, PROBE_DIM**-0.5)
     k[..., POISONED_FROM:, :] = float("nan")
@@ -350,14 +363,20 @@ def probe_causal_walk(module, entry) -> dict:
         if walk is not None:
             hooks.access_listeners.remove(walk)
     got = out[..., early, :].double().cpu()
-    bad = torch.isnan(got).any(dim=-1).reshape(-1)
-    finite = ~bad
-    right = bool(compare(got[..., finite, :], expected[..., finite, :], ATTENTION_TOLERANCE[F16], poisoned=False).ok)
+    bad = torch.isnan(got).any(dim=-1)  # (batch, heads, POISONED_FROM)
+    rows = bad.any(dim=(0, 1))
+    finite = ~rows
+    right = bool(compare(got[..., finite, :], expected[..., finite, :], ATTENTION_TOLERANCE[dtype], poisoned=False).ok)
     facts = {"mode": runtime.CPU if cpu else runtime.GPU, "right": right, "nan_rows": int(bad.sum()),
-             "first_nan_row": int(bad.nonzero()[0]) if bad.any() else None}  # fmt: skip
+             "first_nan_row": int(rows.nonzero()[0]) if rows.any() else None, "shape": list(shape),
+             "dtype": str(dtype).replace("torch.", "")}  # fmt: skip
     if walk is not None:
         facts.update(loads=walk.loads, above=walk.count, examples=walk.above)
     return facts
+
+
+def _probe_said(facts: dict) -> str:
+    return f"{tuple(facts.get('shape', ()))} {facts.get('dtype', '')}".strip()
 
 
 def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
@@ -368,12 +387,12 @@ def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
         return [(
             False,
             "a causal walk loaded key tiles above the diagonal",
-            [f"On a causal {PROBE_SEQ}-token probe whose keys and values from row {POISONED_FROM} on were NaN, "
-             f"{facts['nan_rows']} of the first {POISONED_FROM} queries' outputs came out NaN (the first: query "
-             f"{facts.get('first_nan_row')}). None of those queries attends to a key from row {POISONED_FROM} on, "
-             f"so a walk that stops at the diagonal never loads one (with query and key tiles of at most "
-             f"{POISONED_FROM} rows); a tile of them that is loaded and masked still multiplies its p = 0 by the "
-             "NaN values, and 0 x NaN is NaN.",
+            [f"On a causal probe of shape {_probe_said(facts)} whose keys and values from row {POISONED_FROM} on "
+             f"were NaN, {facts['nan_rows']} outputs of the first {POISONED_FROM} queries came out NaN (the first: "
+             f"query {facts.get('first_nan_row')}). None of those queries attends to a key from row "
+             f"{POISONED_FROM} on, so a walk that stops at the diagonal never loads one (with query and key "
+             f"tiles of at most {POISONED_FROM} rows); a tile of them that is loaded and masked still "
+             "multiplies its p = 0 by the NaN values, and 0 x NaN is NaN.",
              advice],
         )]  # fmt: skip
     if not facts.get("right"):
@@ -382,7 +401,8 @@ def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if facts.get("mode") != runtime.CPU:
         return [(True, f"the causal walk stops at the diagonal (no NaN from the probe's keys past row "
                  f"{POISONED_FROM} reached an earlier query)", [])]  # fmt: skip
-    seen = f"on a causal {PROBE_SEQ}-token probe, {facts.get('above', 0)} of {facts.get('loads', 0)} loads of k or v"
+    seen = (f"on a causal probe of shape {_probe_said(facts)}, {facts.get('above', 0)} of {facts.get('loads', 0)} "
+            "loads of k or v")  # fmt: skip
     if facts.get("above"):
         examples = []
         for pid, first, final, last in facts.get("examples", []):
