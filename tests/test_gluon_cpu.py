@@ -324,3 +324,25 @@ def test_elementwise_and_reduction_ops_a_variant_may_use():
     rows, cols = torch.arange(8)[:, None], torch.arange(16)[None, :]
     y = torch.where((rows == 3) | (cols == 5), 1.0 / y, y)
     assert torch.allclose(out, y) and torch.allclose(row, y.sum(1) + y.amax(1))
+
+
+def test_a_pointer_argument_has_its_gluon_dtype(tmp_path):
+    """``o_ptr.dtype.element_ty`` (what a pointer points to, as Gluon code writes a store's cast) runs in the
+    simulator as on a GPU: a correct kernel that casts so was failed with an AttributeError."""
+    source = tmp_path / "cast_store.py"
+    source.write_text(
+        "from triton.experimental import gluon\n"
+        "from triton.experimental.gluon import language as gl\n\n\n"
+        "@gluon.jit\n"
+        "def twice(x_ptr, o_ptr, n, BLOCK: gl.constexpr):\n"
+        "    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])\n"
+        "    offs = gl.arange(0, BLOCK, layout=layout)\n"
+        "    x = gl.load(x_ptr + offs, mask=offs < n)\n"
+        "    gl.store(o_ptr + offs, (x * 2).to(o_ptr.dtype.element_ty), mask=offs < n)\n"
+    )
+    module = _module(source, "cast_store")
+    x = torch.randn(100)
+    out = torch.empty(100, dtype=torch.float16)
+    with gluon_cpu.launches_simulated(seed=0):
+        module.twice[(1,)](x, out, 100, BLOCK=128, num_warps=4)
+    assert torch.equal(out, (x * 2).half())

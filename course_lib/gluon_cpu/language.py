@@ -302,6 +302,13 @@ class Pointer:
     def __init__(self, tensor: torch.Tensor, offset=0):
         self.tensor, self.offset = tensor, offset
 
+    @property
+    def dtype(self):
+        """The pointer's type, as Gluon gives it: ``ptr.dtype.element_ty`` is what it points to."""
+        import triton.language as tl
+
+        return tl.pointer_type(triton_dtype(self.tensor.dtype))
+
     def __add__(self, other):
         o = _value(other).data if isinstance(other, Value) else other
         return Pointer(self.tensor, self.offset + o)
