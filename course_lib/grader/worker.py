@@ -90,11 +90,13 @@ def _unspecialized(runs: list, launches: list[str]) -> dict | None:
     it is so."""
     if any(p.warp_specialized for _, programs in runs for p in programs):
         return None
-    ran = ", ".join(f"`{name}`" for name, _ in runs) or "no Gluon kernel"
+    if runs:
+        said = f"in this case {', '.join(f'`{name}`' for name, _ in runs)} ran without gl.warp_specialize"
+    else:
+        said = "in this case no Gluon kernel ran (a @triton.jit kernel, or torch, did the work)"
     return {
         "status": "fail",
-        "summary": f"the kernel has no warp-specialized region: in this case {ran} ran without gl.warp_specialize, "
-        "so every warp loads and multiplies in turn",
+        "summary": f"the kernel has no warp-specialized region: {said}, so every warp loads and multiplies in turn",
         "details": [
             f"launches, in order: {', '.join(launches[:12]) or 'none'}",
             "Split the roles with gl.warp_specialize: the default partition computes, a worker issues the TMA "

@@ -233,12 +233,13 @@ def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | No
     for block_n in (16, 32, 64, 128):
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n)):
             return (f"with key tiles of {block_n}, the running sum and the output were not rescaled when a tile "
-                    "raised the max: multiply both by alpha = exp2(m_old - m_new) (exp, with maxima in natural units) "
-                    "before adding the new tile")  # fmt: skip
+                    "raised the max: multiply both by alpha = exp2(m_old - m_new) (or exp(m_old - m_new) where the "
+                    "scores are not scaled by log2 e) before adding the new tile")  # fmt: skip
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n, sum_rescaled=True)):
-            return (f"with key tiles of {block_n}, the running sum was rescaled when a tile raised the max, but the "
-                    "output accumulator was not: multiply acc by the same alpha (exp2(m_old - m_new), with maxima in "
-                    "log2 units)")  # fmt: skip
+            return (
+                f"with key tiles of {block_n}, the running sum was rescaled when a tile raised the max, but the "
+                "output accumulator was not: multiply acc by the sum's factor, alpha = exp2(m_old - m_new)"
+            )
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n, acc_rescaled=True)):
             return (f"with key tiles of {block_n}, the output accumulator was rescaled when a tile raised the max, "
                     "but the running sum was not: l = l * alpha + rowsum(p), with the same alpha as "
