@@ -72,3 +72,54 @@ def test_hidden_cases_set_after_the_grader_started(hidden_file, monkeypatch, iso
     after = isolated_grader.grade(["vector_add"], source="solutions", seed=3)[0]
     assert before.status == after.status == PASS
     assert after.cases_total == before.cases_total + len(HIDDEN["vector_add"])
+
+
+@pytest.mark.parametrize(
+    "table, said",
+    [
+        ({"flash_attention": [{"shape": [1, 2, 90, 64]}]}, "dtype float32 (the default when none is given) is not one"),
+        (
+            {"paged_decode": [{"shape": [3, 4], "dtype": "bfloat16"}]},
+            "a shape of 2 dimensions; this task's cases have 3",
+        ),
+        ({"flash_attention": [{"shape": [1, 2, 90, 64], "dtype": "float16", "foo": 1}]}, "foo is no option"),
+        ({"vector_add": [{"shape": [0], "dtype": "float16"}]}, "a list of positive integers"),
+        ({"vector_add": [{"dtype": "float16"}]}, 'an object with a "shape"'),
+        ({"no_such_task": []}, "does not have"),
+    ],
+)
+def test_a_hidden_case_the_task_cannot_grade_is_refused_before_grading(tmp_path, table, said):
+    """A case the task cannot grade (a dtype it has no tolerance for, a shape of the wrong rank, an option it
+    does not take) is named before any learner is graded: it crashed every learner's row with the grader's
+    own traceback, or (an unknown option) was dropped without a word."""
+    path = tmp_path / "hidden.json"
+    path.write_text(json.dumps(table))
+    with pytest.raises(tasks.HiddenCaseError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        tasks.check_hidden(str(path))
+    room = tmp_path / "room"
+    (room / "alice").mkdir(parents=True)
+    from course_lib.grader import roster
+
+    with pytest.raises(roster.UsageError, match="the hidden cases file"):
+        roster.grade_room(room, tmp_path / "grades.csv", ["vector_add"], hidden=str(path), progress=False)
+
+
+def test_a_hidden_case_takes_the_options_of_the_tasks_own_cases(tmp_path):
+    """Chapter 11's hidden cases name their options as the task's own cases do (causal, KV heads, page,
+    context lengths): a grouped-query case catches a decode that reads the wrong KV head."""
+    path = tmp_path / "hidden.json"
+    path.write_text(json.dumps({
+        "paged_decode": [{"shape": [2, 8, 64], "dtype": "float16", "kv_heads": 2, "page": 16, "contexts": [40, 300],
+                          "label": "hidden GQA"}],
+        "flash_attention": [{"shape": [1, 2, 90, 64], "dtype": "float16", "causal": True}],
+    }))  # fmt: skip
+    (case,) = tasks.hidden_cases("paged_decode", str(path))
+    assert case.options == {"kv_heads": 2, "page": 16, "contexts": (40, 300)}
+    assert tasks.hidden_cases("flash_attention", str(path))[0].options == {"causal": True}
+    assert grader.grade_task("paged_decode", "solutions", seed=3, hidden=str(path)).status == PASS
+    only_hidden = tmp_path / "only_hidden"
+    only_hidden.mkdir()
+    text = (ROOT / "tests" / "wrong" / "ch11_decode_head_modulo" / "paged_decode.py").read_text()
+    (only_hidden / "paged_decode.py").write_text(text)
+    result = grader.grade_task("paged_decode", only_hidden, seed=3, hidden=str(path))
+    assert result.status == FAIL and "hidden GQA" in "\n".join([result.summary, *result.details])

@@ -724,7 +724,14 @@ def _setup(spec: tasks.TaskSpec, path: Path, copy: Path, worker: Worker) -> dict
 def _graded(
     spec, source_dir, seed, limits, worker, hidden, perf, clock, result, setup, job_dir, start, bars=None
 ) -> TaskResult:
-    cases = spec.all_cases(worker.mode, hidden=hidden)
+    try:
+        cases = spec.all_cases(worker.mode, hidden=hidden)
+    except tasks.HiddenCaseError as e:  # the instructor's file, not the learner's: no learner's verdict
+        result.status, result.summary = CRASH, f"the hidden cases file cannot be graded: {e}"
+        result.details = [
+            "Fix the file (`grade` checks it before grading, and says the same); this file was not graded."
+        ]
+        return result
     result.cases_total = len(cases)
     session = _Session(setup, worker, job_dir)
     phase = "loading the file"

@@ -635,6 +635,10 @@ def _load_hidden(hidden) -> str | None:
         raise UsageError(f"the hidden cases file {path} is not JSON: {e}") from None
     if not isinstance(table, dict):
         raise UsageError(f"the hidden cases file {path} must hold an object: {{task: [case, ...]}}")
+    try:
+        course_tasks.check_hidden(str(path))
+    except course_tasks.HiddenCaseError as e:
+        raise UsageError(f"the hidden cases file {path}: {e}") from None
     return str(path)
 
 

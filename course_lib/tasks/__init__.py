@@ -233,25 +233,80 @@ def get(name: str) -> TaskSpec:
     return _REGISTRY[name]
 
 
+class HiddenCaseError(ValueError):
+    """A hidden case the task cannot grade: named, with what the task takes instead."""
+
+
+_HIDDEN_KEYS = {"shape", "dtype", "label", "misaligned"}
+
+
 def hidden_cases(name: str, path: str | None = None) -> list[Case]:
     """Extra cases for ``name`` from the file ``path`` (or COURSE_HIDDEN_CASES), read only by the
-    protected process: the worker that runs the learner's code never sees them."""
+    protected process: the worker that runs the learner's code never sees them. A case is
+    {"shape": [...], "dtype": "float16", "label": "...", "misaligned": false} plus any of the options the
+    task's own cases take (chapter 11: "causal", "kv_heads", "page", "contexts", ...); a list becomes a
+    tuple. ``HiddenCaseError`` for a case the task cannot grade (``check_hidden`` says so up front)."""
     path = path or os.environ.get("COURSE_HIDDEN_CASES")
     if not path:
         return []
     with open(path) as f:
         table = json.load(f)
+    spec = get(name)
+    own = [c for mode in ("cpu", "gpu") for c in spec.cases(mode)] if spec.cases is not None else []
+    options = sorted({key for c in own for key in c.options})
+    ranks = {len(c.shape) for c in own}
+    kernel = spec.call_case is None  # a question's hidden case gives its arguments as the shape (ch01, ch09)
+    graded = [d for d in DTYPES.values() if d in spec.tolerance] if kernel and isinstance(spec.tolerance, dict) else []
     cases = []
-    for item in table.get(name, []):
+    for i, item in enumerate(table.get(name, []), 1):
+        where = f"hidden case {i} of {name}"
+        if not isinstance(item, dict) or "shape" not in item:
+            raise HiddenCaseError(f'{where}: each case is an object with a "shape" (and a "dtype"): {item!r}')
+        unknown = sorted(set(item) - _HIDDEN_KEYS - set(options))
+        if unknown:
+            takes = ", ".join(f'"{k}"' for k in sorted(_HIDDEN_KEYS | set(options)))
+            raise HiddenCaseError(f"{where}: {', '.join(unknown)} is no option of this task's cases (it takes {takes})")
+        dtype_name = item.get("dtype", "float32")
+        if dtype_name not in DTYPES:
+            raise HiddenCaseError(f"{where}: dtype {dtype_name!r} is none of {', '.join(DTYPES)}")
+        dtype = DTYPES[dtype_name]
+        if graded and dtype not in graded:
+            default = " (the default when none is given)" if "dtype" not in item else ""
+            names = ", ".join(k for k, d in DTYPES.items() if d in graded)
+            raise HiddenCaseError(f"{where}: dtype {dtype_name}{default} is not one this task grades: {names}")
+        shape = item["shape"]
+        if not isinstance(shape, list):
+            raise HiddenCaseError(f"{where}: the shape must be a list, not {shape!r}")
+        if kernel and not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
+            raise HiddenCaseError(f"{where}: the shape must be a list of positive integers, not {shape!r}")
+        if kernel and ranks and len(shape) not in ranks:
+            have = " or ".join(str(r) for r in sorted(ranks))
+            raise HiddenCaseError(
+                f"{where}: a shape of {len(shape)} dimensions; this task's cases have {have}, e.g. {list(own[0].shape)}"
+            )
+        params = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in item.items() if k in options)
         cases.append(
             Case(
-                shape=tuple(item["shape"]),
-                dtype=DTYPES[item.get("dtype", "float32")],
+                shape=tuple(shape),
+                dtype=dtype,
                 label=item.get("label", "hidden"),
                 misaligned=bool(item.get("misaligned", False)),
+                params=params,
             )
         )
     return cases
+
+
+def check_hidden(path: str) -> None:
+    """Every task's hidden cases in the file, read as the grader will read them: ``HiddenCaseError`` for
+    the first it cannot grade, or for a task it does not know."""
+    with open(path) as f:
+        table = json.load(f)
+    _load_all()
+    for name in table:
+        if name not in _REGISTRY:
+            raise HiddenCaseError(f"the hidden cases name a task {name!r} that the course does not have")
+        hidden_cases(name, path)
 
 
 # --------------------------------------------------------------------------------------------------
