@@ -72,6 +72,19 @@ variants = {
         "Wrong on purpose (values right): the scores and p @ v are waited for together before the softmax, so a\nwarpgroup's softmax never runs beside its own GEMM; only the other warpgroup's GEMMs overlap it. FlashAttention-3\noverlaps both.",
         [(WAIT1, "            scores, acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(scores, acc, p))\n")],
     ),
+    "wrong/ch11_ws_busy_wgmma": (
+        "Wrong on purpose (values right): the kernel without the overlap, plus a wgmma issued only to be in flight\n"
+        "beside the softmax (q k^T again, its result never used). The share of the softmax beside a wgmma looks\n"
+        "like the overlap's; the FLOPs of wgmma issued, against the attention's, show the work done for nothing.",
+        [
+            (
+                WAIT1,
+                "            scores, acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(scores, acc, p))\n"
+                "            busy = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True)  # for nothing\n",
+            ),
+            (WAIT0, "            busy = warpgroup_mma_wait(num_outstanding=0, deps=(busy,))\n"),
+        ],
+    ),  # fmt: skip
     "good/ch11_ws_hand_over_late": (
         "Right, with less overlap: each warpgroup hands the turn over only after its scores are in, so the other's\nGEMMs no longer run beside this one's wait (on a GPU: slower, never wrong).",
         [(LOOP_TURN, WAIT1 + "            mbarrier.arrive(turn.index(1 - ROLE), count=1)\n            turns += 1\n")],

@@ -373,7 +373,7 @@ def simulate(
         finally:
             L._bind_program(None)
         scheduler.exp_calls, scheduler.timeline = program.exp_calls, program.timeline
-        scheduler.mma_partitions = program.mma_partitions
+        scheduler.mma_partitions, scheduler.mma_flops = program.mma_partitions, program.mma_flops
         schedulers.append(scheduler)
     return schedulers
 

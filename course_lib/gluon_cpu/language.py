@@ -85,6 +85,7 @@ class Program:
         # in program order (the first TIMELINE_CAP): whether a consumer's softmax runs inside its turn
         self.timeline: dict = {}
         self.mma_partitions: set = set()  # the partitions that issued a wgmma (all of them, uncapped)
+        self.mma_flops: dict = {}  # partition name -> 2 M N K of every wgmma it issued: work done for nothing shows
 
     def note(self, kind: str, what: str | int = "") -> None:
         events = self.timeline.setdefault(self.partition_name(), [])
@@ -919,6 +920,8 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
         program.mma_reads[(me, x.key())] = op
     program.mma_issued.setdefault(me, []).append(op)
     program.mma_partitions.add(who)
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    program.mma_flops[who] = program.mma_flops.get(who, 0) + 2 * int(m) * int(n) * int(k)
     if is_async and not isinstance(a, SharedMemory):
         op.registers = a  # A from registers: they must stay alive until a wait sees this wgmma complete
     previous = [e for e in _in_flight(program) if getattr(e, "kind", "") == "mma" and e.owner == who]

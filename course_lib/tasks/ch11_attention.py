@@ -854,7 +854,10 @@ def _overlap_facts(entry) -> dict:
     # the consumers: partitions that issue wgmmas and take exponentials (a producer's exp is no softmax)
     mma = {name for _, schedulers in runs for s in schedulers for name in getattr(s, "mma_partitions", ())}
     per = {name: c for name, c in per.items() if name in mma}
-    return {"partitions": per, "turns": _turn_facts(timelines, [name for name, c in per.items() if c[1]])}
+    flops = sum(f for _, schedulers in runs for s in schedulers for f in getattr(s, "mma_flops", {}).values())
+    batch, heads, seq, dim = WS_OVERLAP_PROBE
+    return {"partitions": per, "turns": _turn_facts(timelines, [name for name, c in per.items() if c[1]]),
+            "mma_flops": flops, "attention_flops": 4 * batch * heads * seq * seq * dim}  # fmt: skip
 
 
 def _turn_facts(timelines: list[dict], consumers: list[str]) -> dict:
@@ -940,6 +943,15 @@ def _judge_overlap(overlap: dict) -> list[tuple[bool, str, list[str]]]:
         return [(False, "no softmax ran in the kernel", [f"{where}: no partition that issues wgmmas evaluated exp or "
                  "exp2"])]  # fmt: skip
     checks = []
+    issued, needed = overlap.get("mma_flops"), overlap.get("attention_flops")
+    if issued and needed and issued > needed:
+        return [(False, "the consumers issued wgmmas the attention does not need", [
+            f"{where}: {issued / 1e6:,.1f} MFLOP of wgmma (2 M N K each) for an attention of {needed / 1e6:,.1f} "
+            "MFLOP (4 B H S^2 D, every tile dividing S).",
+            "A walk issues q k^T and p @ v for each key tile and nothing else: a wgmma whose result the output "
+            "does not use (one issued to have something in flight beside the softmax?) is tensor-core time "
+            "spent for nothing. The overlap is the softmax of tile j beside this warpgroup's own p @ v of tile "
+            "j - 1."])]  # fmt: skip
     turns = overlap.get("turns") or {}
     if len(consumers) >= 2:
         barriers = turns.get("barriers") or []
