@@ -286,9 +286,10 @@ def probe_shape(seed: int) -> tuple[tuple[int, int, int, int], torch.dtype]:
 class _CausalWalk:
     """An access listener on a causal call. Each program's query tile is the rows of q it has loaded since
     its last store (a store ends a tile's work); a load of k or v whose active rows all lie after that
-    tile's last query is a key tile wholly above the diagonal, and so is one whose mask left no lane at
-    all (a tile that a mask dropped whole, still walked and computed). Judged per load, whatever the
-    tiles' sizes, the grid's order or the launches: a walk that stops at the diagonal loads neither."""
+    tile's last query is a key tile wholly above the diagonal, and so is any load after q's whose mask left
+    no lane at all (a tile that a mask dropped whole, still walked and computed: of k and v, or of a copy
+    of them elsewhere). Judged per load, whatever the tiles' sizes, the grid's order or the launches: a
+    walk that stops at the diagonal makes neither."""
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         self.row_bytes = PROBE_DIM * q.element_size()
@@ -318,17 +319,20 @@ class _CausalWalk:
             before = self.last_query.get(program)
             self.last_query[program] = max(int(queries.max()), before if before is not None else -1)
             return
-        region = next((r for r in self.keys if self._rows(r, every).size), None)
         last = self.last_query.get(program)
-        if region is None or last is None:
+        if last is None:
+            return
+        region = next((r for r in self.keys if self._rows(r, every).size), None)
+        if region is None and live.size:  # another tensor's load (a scratch copy of k or v is judged below)
             return
         self.loads += 1
-        rows = self._rows(region, live)
+        rows = self._rows(region, live) if region is not None else live[:0]
         if rows.size == 0 or int(rows.min()) > last:
             self.count += 1
-            if len(self.above) < 3:
-                first, final = (int(rows.min()) % self.seq, int(rows.max()) % self.seq) if rows.size else (None, None)
-                self.above.append((list(program[1]), first, final, last % self.seq))
+            first, final = (int(rows.min()) % self.seq, int(rows.max()) % self.seq) if rows.size else (None, None)
+            example = (list(program[1]), first, final, last % self.seq)
+            if len(self.above) < 3 and example not in self.above:
+                self.above.append(example)
 
 
 # the probe's keys and values from this row on are NaN: a program whose queries all come before it reads
@@ -402,8 +406,8 @@ def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if facts.get("mode") != runtime.CPU:
         return [(True, f"the causal walk stops at the diagonal (no NaN from the probe's keys past row "
                  f"{POISONED_FROM} reached an earlier query)", [])]  # fmt: skip
-    seen = (f"on a causal probe of shape {_probe_said(facts)}, {facts.get('above', 0)} of {facts.get('loads', 0)} "
-            "loads of k or v")  # fmt: skip
+    seen = (f"on a causal probe of shape {_probe_said(facts)}, {facts.get('above', 0)} of the loads of k or v (or "
+            "of a copy of them) made after a load of q")  # fmt: skip
     if facts.get("above"):
         examples = []
         for pid, first, final, last in facts.get("examples", []):
