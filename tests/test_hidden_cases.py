@@ -123,3 +123,16 @@ def test_a_hidden_case_takes_the_options_of_the_tasks_own_cases(tmp_path):
     (only_hidden / "paged_decode.py").write_text(text)
     result = grader.grade_task("paged_decode", only_hidden, seed=3, hidden=str(path))
     assert result.status == FAIL and "hidden GQA" in "\n".join([result.summary, *result.details])
+
+
+def test_a_hidden_case_the_solution_fails_is_refused_before_grading(tmp_path):
+    """A hidden case the course's own solution cannot pass (head dim 96: its tiles are powers of two) would
+    fail every learner: grade tries the solutions on the hidden cases first and says so."""
+    from course_lib.grader import roster
+
+    path = tmp_path / "hidden.json"
+    path.write_text(json.dumps({"flash_attention": [{"shape": [1, 2, 70, 96], "dtype": "float16"}]}))
+    room = tmp_path / "room"
+    (room / "alice").mkdir(parents=True)
+    with pytest.raises(roster.UsageError, match="the course's solution of flash_attention does not pass the hidden"):
+        roster.grade_room(room, tmp_path / "grades.csv", ["flash_attention"], hidden=str(path), progress=False)

@@ -642,6 +642,38 @@ def _load_hidden(hidden) -> str | None:
     return str(path)
 
 
+def _solutions_pass_hidden(path: str, names: list[str], seed: int, note) -> None:
+    """The course's solutions graded on the hidden cases of the tasks to grade, before any learner (values
+    only, no timing): a case that the solution itself cannot pass (a head dim its kernel does not take,
+    say) would fail every learner of the room. UsageError naming it; a note where there are no solutions."""
+    from . import grade_task
+
+    with open(path) as f:
+        table = json.load(f)
+    wanted = [name for name in names if table.get(name)]
+    if not wanted:
+        return
+    if not all(sources.solution_present(name) for name in wanted):
+        note("the hidden cases were not tried on the course's solutions (no solutions/ here)")
+        return
+    before = os.environ.get("COURSE_PERF")
+    os.environ["COURSE_PERF"] = "0"
+    try:
+        for name in wanted:
+            result = grade_task(name, "solutions", seed=seed, hidden=path, sandboxed=False)
+            if result.status not in (PASS, NEEDS_GPU):
+                raise UsageError(
+                    f"the course's solution of {name} does not pass the hidden cases in {path} (seed {seed}), so "
+                    f"no learner could: {result.summary}"
+                )
+    finally:
+        if before is None:
+            os.environ.pop("COURSE_PERF", None)
+        else:
+            os.environ["COURSE_PERF"] = before
+    note(f"the hidden cases of {', '.join(wanted)}: the course's solutions pass them")
+
+
 def _previous(out: Path, csv_path: Path | None, json_path: Path, log) -> tuple[dict, Path | None]:
     """The last run's rows by (learner, task), and the file they came from."""
     source = csv_path if csv_path is not None and csv_path.exists() else json_path if json_path.exists() else None
@@ -739,6 +771,8 @@ def grade_room(
         import secrets
 
         seed = secrets.randbelow(2**31)
+    if hidden_path is not None:
+        _solutions_pass_hidden(hidden_path, names, seed, note)
     if unsandboxed:
         sandboxing = (
             "graded WITHOUT the sandbox (--unsandboxed): each learner's code could read and change what "
