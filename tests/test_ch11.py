@@ -17,6 +17,7 @@ from conftest import GOOD, ROOT, WRONG
 
 from course_lib import grader, lesson, runtime, sources, tasks
 from course_lib.grader import FAIL, PASS
+from course_lib.grader.isolation import probe_seed
 from course_lib.tasks import ch11_attention as ch11
 
 SEED = 2024
@@ -258,7 +259,7 @@ def test_the_causal_probe_shape_comes_from_the_seed(tmp_path):
         torch.bfloat16,
     }
     fixed = (1, 1, 512, 64)
-    assert ch11.probe_shape(SEED + 104729)[0] != fixed  # the seed the grader's probe gets (isolation.py)
+    assert ch11.probe_shape(probe_seed(SEED))[0] != fixed  # the shape the grader's probe draws at SEED
     detector = lesson.write_variant("flash_attention", {
         "    NUM_STAGES: tl.constexpr,\n): ": "    NUM_STAGES: tl.constexpr, SKIP: tl.constexpr,\n): ",
         "if CAUSAL else seq_len\n": "if CAUSAL and SKIP else seq_len\n",

@@ -165,9 +165,11 @@ def grade_task(
     worker: Worker | None = None,
     check_source: bool = True,
     sandboxed: bool | None = None,
+    perf: bool | None = None,
 ) -> TaskResult:
     """Grade one task; the learner's code runs in a worker process. Never raises for a learner's bug
-    (SandboxUnavailable when ``sandboxed=True`` and this machine cannot make one).
+    (SandboxUnavailable when ``sandboxed=True`` and this machine cannot make one). ``perf``: time it on a
+    GPU (default: unless COURSE_PERF=0).
 
     In GPU mode a kernel task that passes is graded once more in Triton's interpreter, in a worker of
     its own, for the out-of-bounds accesses and the data flow a GPU does not report (``bounds``)."""
@@ -177,7 +179,8 @@ def grade_task(
     worker = worker or make_worker(source_dir, sandboxed, hidden=hidden)
     # speed is graded against the course's solution: a released copy (no solutions/) leaves it to the
     # instructor's copy, and says so (report.footer)
-    timing = worker.mode == runtime.GPU and perf_wanted() and sources.solution_present(spec.name)
+    wanted = perf_wanted() if perf is None else perf
+    timing = worker.mode == runtime.GPU and wanted and sources.solution_present(spec.name)
     result = run_task(
         spec,
         source_dir,

@@ -850,8 +850,9 @@ def _graded(
         notes = []
         if spec.probe is not None:
             phase = "the task's checks on your kernels"
-            # the seed: a probe may draw its shape from it, so that a launcher cannot know the probe's call
-            reply, _ = ask({"kind": "probe", "probe": spec.probe, "seed": seed + 104729}, limits.extra_s, "probe_done")
+            reply, _ = ask(
+                {"kind": "probe", "probe": spec.probe, "seed": probe_seed(seed)}, limits.extra_s, "probe_done"
+            )
             reply = checked(claims.probe_done, reply)
             if reply.get("error"):
                 error = reply["error"]
@@ -1163,6 +1164,12 @@ def time_reference(spec, source_dir: Path, worker: Worker, limits: Limits, seed:
             raise RuntimeError(f"the {name} failed when timed: {outcome.summary}")
         out[name] = timing
     return out
+
+
+def probe_seed(seed: int) -> int:
+    """The seed a task's probe is given when the task is graded with ``seed``: a probe may draw its shape from
+    it, so that a launcher cannot tell the probe's call by a fixed shape."""
+    return seed + 104729
 
 
 def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=None) -> case_tools.Outcome:

@@ -656,21 +656,13 @@ def _solutions_pass_hidden(path: str, names: list[str], seed: int, note) -> None
     if not all(sources.solution_present(name) for name in wanted):
         note("the hidden cases were not tried on the course's solutions (no solutions/ here)")
         return
-    before = os.environ.get("COURSE_PERF")
-    os.environ["COURSE_PERF"] = "0"
-    try:
-        for name in wanted:
-            result = grade_task(name, "solutions", seed=seed, hidden=path, sandboxed=False)
-            if result.status not in (PASS, NEEDS_GPU):
-                raise UsageError(
-                    f"the course's solution of {name} does not pass the hidden cases in {path} (seed {seed}), so "
-                    f"no learner could: {result.summary}"
-                )
-    finally:
-        if before is None:
-            os.environ.pop("COURSE_PERF", None)
-        else:
-            os.environ["COURSE_PERF"] = before
+    for name in wanted:
+        result = grade_task(name, "solutions", seed=seed, hidden=path, sandboxed=False, perf=False)
+        if result.status not in (PASS, NEEDS_GPU):
+            raise UsageError(
+                f"the course's solution of {name} does not pass the hidden cases in {path} (seed {seed}), so "
+                f"no learner could: {result.summary}"
+            )
     note(f"the hidden cases of {', '.join(wanted)}: the course's solutions pass them")
 
 
