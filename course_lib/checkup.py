@@ -188,7 +188,8 @@ def run() -> list[Finding]:
                 OK,
                 "out-of-bounds checks",
                 "a task that passes on the GPU is graded again in the interpreter, which reports loads "
-                "and stores outside the tensors (COURSE_BOUNDS_CHECK=0 skips it); for compiled code, "
+                "and stores outside the tensors, and a Gluon task in the course's simulator, which checks "
+                "its barrier protocol (COURSE_BOUNDS_CHECK=0 skips both); for compiled code, "
                 "compute-sanitizer python -m course_lib check TASK",
             )
         )

@@ -172,7 +172,8 @@ def grade_task(
     GPU (default: unless COURSE_PERF=0).
 
     In GPU mode a kernel task that passes is graded once more in Triton's interpreter, in a worker of
-    its own, for the out-of-bounds accesses and the data flow a GPU does not report (``bounds``)."""
+    its own, for the out-of-bounds accesses and the data flow a GPU does not report; a Gluon task in the
+    course's simulator, for its barrier protocol (``bounds``)."""
     spec = tasks.get(task)
     seed = secrets.randbelow(2**31) if seed is None else seed
     source_dir = sources.resolve(source)
@@ -192,14 +193,16 @@ def grade_task(
         perf=timing,
         bars=(lambda: speed_bars(spec, worker)) if timing else None,
     )
-    # (Gluon kernels, spec.needs, have no interpreter to check their bounds in)
+    # Gluon kernels (spec.needs) have no interpreter: those the course's simulator runs are graded there
+    # again instead, for the barrier protocol, whose mistakes are races that a GPU run may hide
     interpretable = spec.call_case is None and spec.needs is None and not spec.torch_task
-    if result.passed and worker.mode == runtime.GPU and interpretable and bounds.wanted():
+    simulated = spec.call_case is None and spec.simulated
+    if result.passed and worker.mode == runtime.GPU and (interpretable or simulated) and bounds.wanted():
         interpreter = bounds.interpreter_worker(worker)
         checked = run_task(
             spec, source_dir, seed, limits_for(spec, interpreter, timeout), interpreter, hidden, check_source
         )
-        result = bounds.merge(result, checked)
+        result = bounds.merge_simulated(result, checked) if simulated else bounds.merge(result, checked)
     return result
 
 

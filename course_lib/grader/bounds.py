@@ -5,6 +5,9 @@ nothing says which kernel read which input. Triton's interpreter checks every ad
 mode a kernel task that passes is graded once more, with the CPU-mode cases, by a worker started
 with ``TRITON_INTERPRET=1`` (a process that has set up CUDA cannot switch to the interpreter).
 The protected process makes the inputs and judges, as for any worker.
+
+A Gluon task has no interpreter; the course's simulator (``course_lib.gluon_cpu``) grades it there
+instead (``merge_simulated``): a mistake in its barrier protocol is a race, which a GPU run may win.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import replace
 
 from .. import runtime
 from .isolation import Worker
-from .result import FAIL, TaskResult
+from .result import FAIL, NEEDS_GPU, TaskResult
 
 NOTE = (
     "On a GPU a load past the end of a tensor usually returns whatever lies there, with no error, so "
@@ -98,3 +101,55 @@ def merge(result: TaskResult, interpreted: TaskResult) -> TaskResult:
     else:
         line = f"bounds: not checked; the interpreter's run did not finish ({interpreted.summary})"
     return replace(result, details=[*result.details, line], seconds=result.seconds + interpreted.seconds)
+
+
+SIMULATOR_NOTE = (
+    "On a GPU a mistake in the barrier protocol is a race: a slot freed while a wgmma still reads it, or a "
+    "wait on a stale phase, gives wrong values on some runs and right ones on others, and the GPU's cases "
+    "may all be lucky. The course's Gluon simulator ran the task's CPU-mode cases (small shapes) with the "
+    "partitions in a seeded order, TMA copies landing and wgmmas finishing late, and checked every wait, "
+    "arrival and release as it went."
+)
+# what the simulator finds that a GPU run may not: they fail the task. Anything else it raises (a Gluon
+# construct it does not run, a refusal of what the compiler took) leaves the GPU's pass standing
+_PROTOCOL = ("the asynchronous protocol is broken", "the kernel deadlocks")
+
+
+def merge_simulated(result: TaskResult, simulated: TaskResult) -> TaskResult:
+    """The GPU result of a Gluon task, failed if the simulator's run of the CPU-mode cases found a broken
+    protocol, a deadlock or wrong values (a case shape the GPU's cases lack), or its checks failed there;
+    otherwise the same result with one line saying what the simulator's run found."""
+    if simulated.status == FAIL and (simulated.failed in ("values", "checks") or any(
+        found in simulated.summary for found in _PROTOCOL
+    )):  # fmt: skip
+        run = "the Gluon simulator's run of the CPU-mode cases"
+        if simulated.failed == "checks":
+            found = simulated.summary.split(" are right, but ", 1)[-1]
+            return replace(
+                result,
+                status=FAIL,
+                summary=f"every case passed on the GPU, but {found} (seen in {run})",
+                details=[SIMULATOR_NOTE, *simulated.details],
+                failed="checks",
+                seconds=result.seconds + simulated.seconds,
+            )
+        return replace(
+            result,
+            status=FAIL,
+            summary=f"every case passed on the GPU, but {run} failed: {simulated.summary}",
+            details=[SIMULATOR_NOTE, *simulated.details],
+            cases_passed=simulated.cases_passed,  # the failing task claims no more than the simulator gave
+            cases_total=simulated.cases_total,
+            failed=simulated.failed or "values",
+            seconds=result.seconds + simulated.seconds,
+        )
+    if simulated.passed:
+        line = (
+            f"protocol: {simulated.cases_total} CPU-mode cases run in the course's Gluon simulator (partitions in a "
+            "seeded order, copies and wgmmas late): every wait, arrival and release in order, every value right"
+        )
+    elif simulated.status in (FAIL, NEEDS_GPU):  # a construct the simulator does not run, say
+        line = f"protocol: not checked to the end; in the Gluon simulator, {simulated.summary}"
+    else:
+        line = f"protocol: not checked; the Gluon simulator's run did not finish ({simulated.summary})"
+    return replace(result, details=[*result.details, line], seconds=result.seconds + simulated.seconds)

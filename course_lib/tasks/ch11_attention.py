@@ -1043,7 +1043,8 @@ register(
             "CPU mode runs your cases in the course's Gluon simulator (a protocol mistake is named there), runs "
             "one more launch there to see whether each warpgroup's softmax overlaps its own GEMMs and runs "
             "outside its turn, then compiles the kernel for sm_90 and checks its structure; its speed needs a "
-            "Hopper GPU.",
+            "Hopper GPU. There, a kernel that passes runs once more in the simulator: a protocol race the GPU's "
+            "runs won still fails.",
         ],
     )
 )
