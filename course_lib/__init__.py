@@ -19,6 +19,7 @@ from . import (
 
 hooks.install()
 interpreter.install()
+hooks.install_dot_tap()  # after the interpreter's own dot: it wraps it
 
 MODE = runtime.MODE
 

@@ -104,9 +104,10 @@ def _bench_case(spec, entry, case, peaks: roofline.Peaks, log) -> list[dict]:
         t = timing.bench(lambda c=compiled: c(**ref_inputs))
         name = "torch_compile" if mode == "default" else f"torch_compile_{mode}"
         rows.append(_record(spec, case, name, t, peaks, compile_s=round(compile_s, 2), compile_config=how))
+    log(f"{spec.name}, case '{case.label}': {case.describe()}"[:300])
     for r in rows:
         log(
-            f"{spec.name:<14}{r['variant']:<28}{r['dtype']:<10}{str(tuple(r['shape'])):<20}"
+            f"{spec.name:<16}{r['variant']:<28}{r['dtype']:<10}{str(tuple(r['shape'])):<20}"
             f"{r['median_ms'] * 1e3:>10.1f} us {r['gbs']:>8.0f} GB/s {r['tflops']:>7.1f} TFLOP/s "
             + (f"{r['roofline_fraction']:>6.0%} of roofline" if r["roofline_fraction"] is not None else " a part")
         )

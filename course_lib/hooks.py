@@ -921,6 +921,9 @@ def _source_of(frame) -> tuple[str, str, str | None, bool | None] | None:
 # interpreter makes inside a launch; course_lib.traffic listens here. While a listener runs,
 # ``access_program()`` names the program making the access.
 access_listeners: list = []
+# Called with (the shape of a, the shape of b) for every tl.dot the interpreter computes inside a launch, with
+# ``access_program()`` naming the program: a probe can count the work a kernel does, not just what it reads.
+dot_listeners: list = []
 _access = threading.local()
 
 
@@ -1176,6 +1179,34 @@ def record_flow(inputs: dict, outputs: dict):
 # --------------------------------------------------------------------------------------------------
 
 _installed = False
+
+
+def install_dot_tap() -> None:
+    """In the interpreter, tell the ``dot_listeners`` of each tl.dot (idempotent). Installed after
+    course_lib.interpreter's work-arounds, which replace the interpreter's dot for bfloat16 and TF32: this
+    wraps theirs, so it sees every dot."""
+    if not runtime.is_cpu():
+        return
+    import triton.runtime.interpreter as interp
+
+    builder_cls = interp.InterpreterBuilder
+    if getattr(builder_cls, "_course_dot_tap", False):
+        return
+    dot = builder_cls.create_dot
+
+    def create_dot(self, a, b, *rest, **kw):
+        if dot_listeners and _launch_stack:
+            pid = tuple(int(v) for v in getattr(self, "grid_idx", (0, 0, 0)))
+            _access.program = (_launch_stack[-1].number, pid)
+            try:
+                for listener in dot_listeners:
+                    listener(tuple(np.shape(a.data)), tuple(np.shape(b.data)))
+            finally:
+                _access.program = None
+        return dot(self, a, b, *rest, **kw)
+
+    builder_cls.create_dot = create_dot
+    builder_cls._course_dot_tap = True
 
 
 def install() -> None:

@@ -24,7 +24,7 @@
 #               (experiment_attention_layer_h200.json); each part under its own timeout
 #   decode_sweep  scripts/decode_sweep.py: the decode kernel's slices, pages a step, stages and warps
 #   causal_study  scripts/gluon_attention.py --causal-study: what slows the causal Gluon kernel
-#   attention_bench  chapter 11's tasks benched beside their baselines (bench_attention_h200.json), and the
+#   attention_bench  chapter 11's tasks benched beside their baselines (bench_TASK_h200.json), and the
 #               JIT's cost as decode contexts grow (experiment_attention_jit_h200.json)
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
 set -uo pipefail
@@ -187,10 +187,13 @@ step_attention() {
   step_attention_layer
 }
 step_attention_bench() {
-  timeout "${ATTENTION_BENCH_S:-400}" $py -m course_lib bench flash_attention paged_decode ws_attention \
-    --record "$OUT/bench_attention_h200.json" > "$OUT/attention_bench.txt" 2>&1
-  echo "bench: exit $?" >> "$OUT/attention_bench.txt"
-  tail -40 "$OUT/attention_bench.txt"
+  local task  # bench takes one task a call: a record each
+  for task in flash_attention ws_attention paged_decode; do
+    timeout "${ATTENTION_BENCH_S:-130}" $py -m course_lib bench "$task" --record "$OUT/bench_${task}_h200.json" \
+      > "$OUT/bench_$task.txt" 2>&1
+    echo "bench $task: exit $?" >> "$OUT/bench_$task.txt"
+    grep -v "^peaks" "$OUT/bench_$task.txt" | cut -c1-160
+  done
   timeout "${ATTENTION_JIT_S:-150}" $py scripts/attention_jit.py --out "$OUT/experiment_attention_jit_h200.json" \
     > "$OUT/attention_jit.txt" 2>&1
   echo "jit: exit $?" >> "$OUT/attention_jit.txt"

@@ -284,22 +284,31 @@ def probe_shape(seed: int) -> tuple[tuple[int, int, int, int], torch.dtype]:
 
 
 class _CausalWalk:
-    """An access listener on a causal call. Each program's query tile is the rows of q it has loaded since
-    its last store (a store ends a tile's work); a load of k or v whose active rows all lie after that
-    tile's last query is a key tile wholly above the diagonal, and so is any load after q's whose mask left
-    no lane at all (a tile that a mask dropped whole, still walked and computed: of k and v, or of a copy
-    of them elsewhere). Judged per load, whatever the tiles' sizes, the grid's order or the launches: a
-    walk that stops at the diagonal makes neither."""
+    """A listener on a causal call's loads, stores and tl.dot products (CPU mode). Each program's query tile is
+    the rows of q it has loaded since its last store (a store ends a tile's work); its nominal rows are those
+    of every lane of those loads, masked or not (the last tile's run past seq_len).
+
+    Two things are judged, per query tile, whatever the tiles' sizes, the grid's order or the launches:
+    - a load of k or v that reads rows all after the tile's last query is a key tile wholly above the
+      diagonal, loaded;
+    - the tile's dot products, counted in keys walked (q k^T and p v each do BLOCK_M x BLOCK_N x HEAD_DIM
+      multiply-adds a key tile), past the key tile that holds its nominal last query: tiles above the
+      diagonal computed, whether their loads were masked off or read copies of k and v elsewhere.
+    A load whose mask keeps no lane reads nothing and is not judged (a prefetch of the tile after the walk's
+    last, say). A walk that stops at the diagonal makes neither."""
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         self.row_bytes = PROBE_DIM * q.element_size()
         self.seq = q.shape[-2]  # rows count through the (batch, head) pairs: row % seq is the position
         self.q = (q.data_ptr(), q.data_ptr() + q.numel() * q.element_size())
         self.keys = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in (k, v)]
-        self.last_query: dict = {}  # program -> its query tile's last row (None after a store)
+        self.tiles: dict = {}  # program -> its query tile's facts (until its next store)
         self.loads = 0  # loads of k or v judged (made after a load of q)
         self.above: list = []  # (program id, first key row, last key row, the tile's last query), the first few
         self.count = 0
+        self.walks = 0  # query tiles whose dot products were counted
+        self.computed: list = []  # (program id, last query, keys walked, keys to the diagonal), the first few
+        self.wasted = 0
 
     def _rows(self, region, addresses: np.ndarray) -> np.ndarray:
         inside = addresses[(addresses >= region[0]) & (addresses < region[1])]
@@ -310,29 +319,69 @@ class _CausalWalk:
 
         program = hooks.access_program()
         if kind != "load":
-            self.last_query[program] = None
+            self._end_tile(program)
             return
         every = np.asarray(addresses, dtype=np.uint64).reshape(-1)
         live = every[np.asarray(active, dtype=bool).reshape(-1)]
         queries = self._rows(self.q, live)
         if queries.size:
-            before = self.last_query.get(program)
-            self.last_query[program] = max(int(queries.max()), before if before is not None else -1)
+            tile = self.tiles.setdefault(program, {"last": -1, "nominal": -1, "rows": set(), "mnk": 0, "m": 0,
+                                                   "tile_n": 0})  # fmt: skip
+            tile["last"] = max(tile["last"], int(queries.max()))
+            # every lane's row, masked or not, as a position in its sequence: the tile's nominal extent
+            head = int(queries.min()) // self.seq * self.seq
+            rows = (every.astype(np.int64) - np.int64(self.q[0])) // np.int64(self.row_bytes)
+            rows = rows[rows >= head]
+            tile["nominal"] = max(tile["nominal"], int(rows.max()) - head)
+            tile["rows"].update(np.unique(rows).tolist())
             return
-        last = self.last_query.get(program)
-        if last is None:
+        tile = self.tiles.get(program)
+        if tile is None:
             return
-        region = next((r for r in self.keys if self._rows(r, every).size), None)
-        if region is None and live.size:  # another tensor's load (a scratch copy of k or v is judged below)
+        region = next((r for r in self.keys if self._rows(r, live).size), None)
+        if region is None:  # another tensor's load, or a load whose mask keeps no lane (it reads nothing)
             return
         self.loads += 1
-        rows = self._rows(region, live) if region is not None else live[:0]
-        if rows.size == 0 or int(rows.min()) > last:
+        rows = self._rows(region, live)
+        if int(rows.min()) > tile["last"]:
             self.count += 1
-            first, final = (int(rows.min()) % self.seq, int(rows.max()) % self.seq) if rows.size else (None, None)
-            example = (list(program[1]), first, final, last % self.seq)
+            example = (list(program[1]), int(rows.min()) % self.seq, int(rows.max()) % self.seq,
+                       tile["last"] % self.seq)  # fmt: skip
             if len(self.above) < 3 and example not in self.above:
                 self.above.append(example)
+
+    def dot(self, a_shape: tuple, b_shape: tuple) -> None:
+        from .. import hooks
+
+        tile = self.tiles.get(hooks.access_program())
+        if tile is None or len(a_shape) < 2 or len(b_shape) < 2:
+            return
+        m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
+        tile["mnk"] += int(np.prod(a_shape[:-2], dtype=np.int64)) * m * n * k
+        tile["m"] = max(tile["m"], m)
+        if k == PROBE_DIM:  # q k^T: its N is the key tile's height
+            tile["tile_n"] = max(tile["tile_n"], n)
+        elif n == PROBE_DIM:  # p v: its K is
+            tile["tile_n"] = max(tile["tile_n"], k)
+
+    def _end_tile(self, program) -> None:
+        tile = self.tiles.pop(program, None)
+        if tile is None or not tile["mnk"]:
+            return
+        self.walks += 1
+        height = max(tile["m"], len(tile["rows"]))  # the query tile's rows (its dot's, or its loads')
+        walked = tile["mnk"] / (2 * PROBE_DIM * height)  # keys: q k^T and p v do height x keys x dim each
+        step = tile["tile_n"] or PROBE_DIM
+        needed = -(-(tile["nominal"] + 1) // step) * step  # to the end of the key tile holding the diagonal
+        if walked > needed + step / 2:  # half a tile's slack: a small extra product is not a walk
+            self.wasted += 1
+            example = (list(program[1]), tile["nominal"], int(walked), needed)
+            if len(self.computed) < 3:
+                self.computed.append(example)
+
+    def close(self) -> None:
+        for program in list(self.tiles):
+            self._end_tile(program)
 
 
 # the probe's keys and values from this row on are NaN: a program whose queries all come before it reads
@@ -362,11 +411,14 @@ def probe_causal_walk(module, entry, seed: int = 11) -> dict:
     walk = _CausalWalk(q, k, v) if cpu else None
     if walk is not None:
         hooks.access_listeners.append(walk)
+        hooks.dot_listeners.append(walk.dot)
     try:
         entry(q=q, k=k, v=v, out=out, causal=True, sm_scale=PROBE_DIM**-0.5)
     finally:
         if walk is not None:
             hooks.access_listeners.remove(walk)
+            hooks.dot_listeners.remove(walk.dot)
+            walk.close()
     got = out[..., early, :].double().cpu()
     bad = torch.isnan(got).any(dim=-1)  # (batch, heads, POISONED_FROM)
     rows = bad.any(dim=(0, 1))
@@ -376,7 +428,8 @@ def probe_causal_walk(module, entry, seed: int = 11) -> dict:
              "first_nan_row": int(rows.nonzero()[0]) if rows.any() else None, "shape": list(shape),
              "dtype": str(dtype).replace("torch.", "")}  # fmt: skip
     if walk is not None:
-        facts.update(loads=walk.loads, above=walk.count, examples=walk.above)
+        facts.update(loads=walk.loads, above=walk.count, examples=walk.above, walks=walk.walks, wasted=walk.wasted,
+                     computed=walk.computed)  # fmt: skip
     return facts
 
 
@@ -385,9 +438,10 @@ def _probe_said(facts: dict) -> str:
 
 
 def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
-    advice = ("Those tiles' scores are all masked to -inf: the work is right and wasted (about half of a causal "
-              "attention's). Stop the walk at the end of the program's last query: stop = min((pid_m + 1) * "
-              "BLOCK_M, seq_len) when causal, and let the loop's bound, not a mask, end it.")  # fmt: skip
+    advice = ("Those tiles' scores are all masked to -inf: the work is right and wasted (a walk over every tile "
+              "does about twice a causal attention's). Stop the walk at the end of the program's last query: stop "
+              "= min((pid_m + 1) * BLOCK_M, seq_len) when causal, and let the loop's bound, not a mask, end "
+              "it.")  # fmt: skip
     if facts.get("nan_rows"):
         return [(
             False,
@@ -411,8 +465,8 @@ def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if facts.get("above"):
         examples = []
         for pid, first, final, last in facts.get("examples", []):
-            keys = f"keys {first} to {final}" if first is not None else "a tile whose mask dropped every key"
-            examples.append(f"program {tuple(pid)}, whose query tile ends at query {last}, loaded {keys}")
+            examples.append(f"program {tuple(pid)}, whose query tile ends at query {last}, loaded keys {first} to "
+                            f"{final}")  # fmt: skip
         return [(
             False,
             "a causal walk loaded key tiles above the diagonal",
@@ -420,7 +474,23 @@ def judge_causal_walk(facts: dict) -> list[tuple[bool, str, list[str]]]:
              "query). For example: " + "; ".join(examples) + ".",
              advice],
         )]  # fmt: skip
-    return [(True, f"the causal walk stops at the diagonal ({seen} lay above it)", [])]
+    walks = facts.get("walks", 0)
+    if facts.get("wasted"):
+        examples = [f"program {tuple(pid)}, whose query tile ends at query {last}, multiplied {walked} keys' worth, "
+                    f"where the key tile holding that query ends at key {needed - 1}"
+                    for pid, last, walked, needed in facts.get("computed", [])]  # fmt: skip
+        return [(
+            False,
+            "a causal walk computed key tiles above the diagonal",
+            [f"On a causal probe of shape {_probe_said(facts)}, the dot products of {facts['wasted']} of {walks} "
+             "query tiles (counted in keys: q k^T and p v each do BLOCK_M x BLOCK_N x HEAD_DIM multiply-adds a "
+             "key tile) went past the key tile that holds the tile's last query. For example: "
+             + "; ".join(examples) + ". Their loads may be masked off, or read copies of k and v, but the "
+             "tensor cores still multiply those tiles.",
+             advice],
+        )]  # fmt: skip
+    counted = f"; the dot products of {walks} query tiles reached no key tile past the diagonal" if walks else ""
+    return [(True, f"the causal walk stops at the diagonal ({seen} lay above it{counted})", [])]
 
 
 register(
@@ -745,8 +815,14 @@ register(
         ),
         hints=[
             "Split each sequence's pages into NUM_SPLITS slices: one program per (sequence, KV head, slice). "
-            "A program walks its slice page by page: page = block_table[b, p], then the PAGE tokens of that "
-            "page, masked at context_lens[b].",
+            "A program walks its slice TILE_PAGES pages a step (64 tokens: one page of 16 is too few keys a "
+            "step to keep the memory busy): for p0 in range(first, last, TILE_PAGES).",
+            "A step's token t (offs_t, TILE_PAGES * PAGE of them) lies in the sequence's page pages_at = p0 + "
+            "offs_t // PAGE, at row offs_t % PAGE of it. Its page number is a gathered load, page = "
+            "tl.load(block_table_ptr + b * stride_tb + pages_at, mask=pages_at < last, other=0): pages from last "
+            "on belong to the next slice, or to no page at all. Key t is then at page * stride_kp + (offs_t % "
+            "PAGE) * stride_kt + kv_head * stride_kh, its dims along the other axis; mask the loads the same way, "
+            "and set to -inf the scores of masked tokens and of those at or past context_lens[b].",
             "Grouped query heads: the query heads h with h // GROUP == kv_head share the KV head's keys. Load "
             "them together as a (GROUP, HEAD_DIM) tile, so each key is read once for all of them.",
             "Each slice keeps its own online softmax (m, l, acc) and writes it out unnormalized: m and l per "

@@ -1,6 +1,7 @@
 """Wrong on purpose (right values, wasted work): the causal walk goes over every key tile, the loads of the ones
 above the diagonal masked off, and it reads copies of k and v made by a first kernel, so that no load of k or v
-itself lies above the diagonal. The probe sees the loads whose masks keep no lane."""
+itself lies above the diagonal, and none of the masked-off loads reads memory. The probe counts the
+products: each query tile multiplies every key tile."""
 
 import torch
 import triton
