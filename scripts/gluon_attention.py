@@ -167,7 +167,7 @@ def bench(out_dir: str) -> int:
 # 588): the order of the work items, the mask, or the walks' length
 CAUSAL_STUDY = {
     # the rounds of NUM_SMS items all dealt forwards (the solution's order before 2026-12-05's third H100 run)
-    "no_snake": {"    item = gl.where(back, base + NUM_SMS - 1 - item % NUM_SMS, item)\n": ""},
+    "no_snake": {"        item = gl.where(back, base + NUM_SMS - 1 - item % NUM_SMS, item)\n": ""},
     # pairs in order (first first): the longest walks come last, as the programs finish
     "pairs_in_order": {"return item // n_pairs, n_pairs - 1 - item % n_pairs": "return item // n_pairs, item % n_pairs"},
     # launched non-causal but walking the causal walk's tiles: no mask at all (values wrong: timing only)

@@ -22,17 +22,18 @@ LOG2E = 1.4426950408889634
 
 
 @gluon.jit
-def _work(item, n_items, n_pairs, NUM_SMS: gl.constexpr):
+def _work(item, n_items, n_pairs, NUM_SMS: gl.constexpr, CAUSAL: gl.constexpr):
     """Work item -> (batch x head, pair): a pair is query tiles 2p and 2p + 1. The pairs of a head are taken
     last first: with a causal mask the last pair walks the most key tiles, and the longest work first leaves
-    the short items to even out the programs' ends. The items are dealt in rounds of NUM_SMS, one a program,
-    and every other whole round backwards (a snake): the program that drew a round's longest walk draws the
-    next round's shortest. On an H100 the causal kernel went from 462 to 539 TFLOP/s with it
-    (results/attention_h100_2026-12-05/third_run); the rounds still cover a few heads at a time, whose keys
-    and values stay in L2."""
-    base = item - item % NUM_SMS
-    back = ((item // NUM_SMS) % 2 == 1) & (base + NUM_SMS <= n_items)
-    item = gl.where(back, base + NUM_SMS - 1 - item % NUM_SMS, item)
+    the short items to even out the programs' ends. With a causal mask the items are also dealt in rounds of
+    NUM_SMS, one a program, every other whole round backwards (a snake): the program that drew a round's
+    longest walk draws the next round's shortest. On an H100 the causal kernel went from 462-475 to 526-539
+    TFLOP/s with it (results/attention_h100_2026-12-05/third_run, fourth_run); without a mask every walk is
+    as long, and the plain order measured faster there."""
+    if CAUSAL:
+        base = item - item % NUM_SMS
+        back = ((item // NUM_SMS) % 2 == 1) & (base + NUM_SMS <= n_items)
+        item = gl.where(back, base + NUM_SMS - 1 - item % NUM_SMS, item)
     return item // n_pairs, n_pairs - 1 - item % n_pairs
 
 
@@ -53,7 +54,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, 
     count = 0  # key/value tiles issued so far: slot count % NUM_BUFFERS, round count // NUM_BUFFERS
     i = 0  # work items of this program so far
     for item in range(gl.program_id(0), n_items, NUM_SMS):
-        bh, pair = _work(item, n_items, n_pairs, NUM_SMS)
+        bh, pair = _work(item, n_items, n_pairs, NUM_SMS, CAUSAL)
         for role in gl.static_range(2):  # each warpgroup's query tile, once it has finished with the last
             mbarrier.wait(q_empty.index(role), (i & 1) ^ 1)
             mbarrier.expect(q_ready.index(role), q_desc.block_type.nbytes)
@@ -115,7 +116,7 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
     turns = 0  # turns this warpgroup has taken
     i = 0
     for item in range(gl.program_id(0), n_items, NUM_SMS):
-        bh, pair = _work(item, n_items, n_pairs, NUM_SMS)
+        bh, pair = _work(item, n_items, n_pairs, NUM_SMS, CAUSAL)
         q_row = (2 * pair + ROLE) * BLOCK_M
         rows = q_row + gl.arange(0, BLOCK_M, layout=row_layout)
         n_kv = _key_tiles(pair, seq_len, BLOCK_N, CAUSAL)  # only the last needs a mask (_softmax_step)
