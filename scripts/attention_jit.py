@@ -167,7 +167,7 @@ def main() -> int:
     if args.out:
         meta = {"gpu": runtime.gpu_info().name if runtime.gpu_info() else "cpu (dry run)", "versions": runtime.versions(),
                 "date": time.strftime("%Y-%m-%d"), "shape": dict(zip(("batch", "q_heads", "kv_heads", "head_dim",
-                "page", "max_context"), shape[:6])), "method": "wall time around each step, synchronized"}  # fmt: skip
+                "page", "max_context"), shape[:6])), "method": "wall time around each step, synchronized; Triton's and inductor's disk caches in fresh folders"}  # fmt: skip
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         print(f"wrote {args.out}")
     return 0
