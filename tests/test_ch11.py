@@ -666,3 +666,15 @@ def test_what_reads_or_computes_nothing_above_the_diagonal_passes(folder, seed):
     assert ch11.probe_shape(probe_seed(seed))[0][2] % 128
     result = grader.grade_task("flash_attention", GOOD / folder, seed=seed)
     assert result.status == PASS, full_text(result)
+
+
+def test_a_product_that_is_no_keys_work_is_not_counted(tmp_path):
+    """The causal probe counts the products q k^T (over the head dim) and p v (into it) in keys walked; a
+    right kernel that takes its row sums as p @ ones, one more product a tile, still passes."""
+    ones = lesson.write_variant("flash_attention", {
+        "        l_i = l_i * alpha + tl.sum(p, axis=1)\n":
+            "        sums = tl.dot(p.to(v.dtype), tl.full([BLOCK_N, 16], 1.0, v.dtype))  # (BLOCK_M, 16), alike\n"
+            "        l_i = l_i * alpha + tl.sum(sums, axis=1) / 16\n",
+    }, folder=tmp_path / "ones")  # fmt: skip
+    result = grader.grade_task("flash_attention", ones.folder, seed=2022)
+    assert result.status == PASS, full_text(result)

@@ -291,9 +291,9 @@ class _CausalWalk:
     Two things are judged, per query tile, whatever the tiles' sizes, the grid's order or the launches:
     - a load of k or v that reads rows all after the tile's last query is a key tile wholly above the
       diagonal, loaded;
-    - the tile's dot products, counted in keys walked (q k^T and p v each do BLOCK_M x BLOCK_N x HEAD_DIM
-      multiply-adds a key tile), past the key tile that holds its nominal last query: tiles above the
-      diagonal computed, whether their loads were masked off or read copies of k and v elsewhere.
+    - the tile's dot products, counted in keys walked (q k^T and p v each take BLOCK_M x BLOCK_N a key
+      tile), past the key tile that holds its nominal last query: tiles above the diagonal computed,
+      whether their loads were masked off or read copies of k and v elsewhere.
     A load whose mask keeps no lane reads nothing and is not judged (a prefetch of the tile after the walk's
     last, say). A walk that stops at the diagonal makes neither."""
 
@@ -325,8 +325,7 @@ class _CausalWalk:
         live = every[np.asarray(active, dtype=bool).reshape(-1)]
         queries = self._rows(self.q, live)
         if queries.size:
-            tile = self.tiles.setdefault(program, {"last": -1, "nominal": -1, "rows": set(), "mnk": 0, "m": 0,
-                                                   "tile_n": 0})  # fmt: skip
+            tile = self.tiles.setdefault(program, {"last": -1, "nominal": -1, "rows": set(), "dots": []})
             tile["last"] = max(tile["last"], int(queries.max()))
             # every lane's row, masked or not, as a position in its sequence: the tile's nominal extent
             head = int(queries.min()) // self.seq * self.seq
@@ -354,24 +353,26 @@ class _CausalWalk:
         from .. import hooks
 
         tile = self.tiles.get(hooks.access_program())
-        if tile is None or len(a_shape) < 2 or len(b_shape) < 2:
-            return
-        m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
-        tile["mnk"] += int(np.prod(a_shape[:-2], dtype=np.int64)) * m * n * k
-        tile["m"] = max(tile["m"], m)
-        if k == PROBE_DIM:  # q k^T: its N is the key tile's height
-            tile["tile_n"] = max(tile["tile_n"], n)
-        elif n == PROBE_DIM:  # p v: its K is
-            tile["tile_n"] = max(tile["tile_n"], k)
+        if tile is not None and len(a_shape) >= 2 and len(b_shape) >= 2:
+            batch = int(np.prod(a_shape[:-2], dtype=np.int64))
+            tile["dots"].append((batch, a_shape[-2], a_shape[-1], b_shape[-1]))
 
     def _end_tile(self, program) -> None:
+        """The tile's keys walked, from its products: q k^T is (BLOCK_M, HEAD_DIM) x (HEAD_DIM, BLOCK_N), p v
+        (BLOCK_M, BLOCK_N) x (BLOCK_N, HEAD_DIM), once each a key tile. BLOCK_N is the size both kinds share;
+        any other product (a row sum as p @ ones, say) is no key's and is not counted."""
         tile = self.tiles.pop(program, None)
-        if tile is None or not tile["mnk"]:
+        if tile is None or not tile["dots"]:
             return
+        dim = PROBE_DIM
+        shared = {n for _, _, k, n in tile["dots"] if k == dim} & {k for _, _, k, n in tile["dots"] if n == dim}
+        if not shared:  # no q k^T and p v of one key tile size: not judged
+            return
+        step = max(shared)
+        height = max(max(m for _, m, _, _ in tile["dots"]), len(tile["rows"]))  # the query tile's rows
+        counted = sum(b * m for b, m, k, n in tile["dots"] if (k, n) in ((dim, step), (step, dim)))
+        walked = counted / (2 * height) * step  # q k^T and p v: two products a key tile of height rows
         self.walks += 1
-        height = max(tile["m"], len(tile["rows"]))  # the query tile's rows (its dot's, or its loads')
-        walked = tile["mnk"] / (2 * PROBE_DIM * height)  # keys: q k^T and p v do height x keys x dim each
-        step = tile["tile_n"] or PROBE_DIM
         needed = -(-(tile["nominal"] + 1) // step) * step  # to the end of the key tile holding the diagonal
         if walked > needed + step / 2:  # half a tile's slack: a small extra product is not a walk
             self.wasted += 1
