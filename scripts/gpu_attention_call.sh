@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # One device call for chapter 11, whichever GPU comes: on an H200 the records the issue's targets are judged
-# by (smoke, the check of the three tasks, the Gluon bench), on another GPU what can be learned there first
-# (the check, the decode sweep, the causal study). PLAN_H200 / PLAN_OTHER override the steps.
-#   OUT=... bash scripts/gpu_attention_call.sh
+# by (smoke, the check of the three tasks, the Gluon bench, the course's bench and JIT record, the causal
+# study), on another GPU the check and the wrong submissions in GPU mode, then the benches. PLAN_H200 /
+# PLAN_OTHER override the steps.
+#   OUT=... bash scripts/gpu_attention_call.sh      # everything in $OUT/attention_call.tgz
 set -uo pipefail
 cd "$(dirname "$0")/.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 mkdir -p /tmp/gpu-cache && cp .deps/gpu-cache/*.json /tmp/gpu-cache/ 2>/dev/null
 export COURSE_CACHE=/tmp/gpu-cache
 case "$name" in
-  *H200*) steps="${PLAN_H200:-attention_smoke attention_check attention_gluon cache_save}" ;;
-  *) steps="${PLAN_OTHER:-attention_check decode_sweep causal_study cache_save}" ;;
+  *H200*) steps="${PLAN_H200:-attention_smoke attention_check attention_gluon attention_bench causal_study cache_save}" ;;
+  *) steps="${PLAN_OTHER:-attention_check attention_wrong attention_gluon attention_bench cache_save}" ;;
 esac
 echo "GPU: $name; steps: $steps"
-bash scripts/gpu_speed_session.sh $steps
+# the device brings back only a few files from $OUT: the steps write to a folder of their own, packed into one
+# archive after each step (a call cut short keeps what ended)
+work="${TMPDIR:-/tmp}/attention-call"
+mkdir -p "$work"
+for step in $steps; do
+  OUT="$work" bash scripts/gpu_speed_session.sh "$step"
+  mkdir -p "${OUT:=results/session}" && tar czf "$OUT/attention_call.tgz" -C "$work" .
+done
