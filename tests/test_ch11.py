@@ -98,6 +98,15 @@ WRONG_SUBMISSIONS = {
         ),
         (),
     ),  # fmt: skip
+    # the output accumulator not rescaled within a slice: shows only where slices walk several steps
+    "ch11_decode_acc_not_rescaled": (
+        "paged_decode",
+        (
+            "case 'long contexts, several steps a slice' with steps of 64 tokens through each slice of 12 pages, the "
+            "running sum was rescaled when a step raised the max, but the output accumulator was not",
+        ),
+        ("ragged (3, 4, 64)", "one token (1, 1, 64)", "long context (2, 2, 64)"),
+    ),  # fmt: skip
     "ch11_merge_ignores_max": (
         "paged_decode",
         ("the merge added the slices' sums and outputs as they were", "weigh slice s by exp2(m_s - M)"),
@@ -678,3 +687,14 @@ def test_a_product_that_is_no_keys_work_is_not_counted(tmp_path):
     }, folder=tmp_path / "ones")  # fmt: skip
     result = grader.grade_task("flash_attention", ones.folder, seed=2022)
     assert result.status == PASS, full_text(result)
+
+
+def test_exp_where_exp2_belongs_is_named(tmp_path):
+    """The kernel's scores are scaled by sm_scale * log2(e) for exp2; tl.exp on them is the softmax at the
+    wrong temperature, named as such (the notebook and a hint write the formula with exp)."""
+    natural = lesson.write_variant("flash_attention", {
+        "        p = tl.math.exp2(s - m_new[:, None])\n": "        p = tl.exp(s - m_new[:, None])\n",
+        "        alpha = tl.math.exp2(m_i - m_new)": "        alpha = tl.exp(m_i - m_new)",
+    }, folder=tmp_path / "natural")  # fmt: skip
+    result = grader.grade_task("flash_attention", natural.folder, seed=SEED)
+    assert result.status == FAIL and "exponentiated with exp: use tl.math.exp2" in result.summary, full_text(result)

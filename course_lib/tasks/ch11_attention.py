@@ -230,6 +230,11 @@ def _attention_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | No
         return "the scores were not multiplied by sm_scale (1/sqrt(head_dim)) before the softmax"
     if matches(attention_reference(q, k, v, causal, scale * scale)):
         return "the scores were multiplied by sm_scale twice"
+    if matches(attention_reference(q, k, v, causal, scale * LOG2E)):
+        return (
+            "the scores were scaled by sm_scale * log2(e), for exp2, but exponentiated with exp: use "
+            "tl.math.exp2 on them (for every exponential: p and alpha), or scale by sm_scale alone for exp"
+        )
     for block_n in (16, 32, 64, 128):
         if k.shape[-2] > block_n and matches(_no_rescale(q, k, v, causal, scale, block_n)):
             return (f"with key tiles of {block_n}, the running sum and the output were not rescaled when a tile "
@@ -551,6 +556,9 @@ def _decode_cases(mode: str) -> list[Case]:
         ((2, 8, 64), F16, "8 query heads a KV head", 1, 32, (300, 33)),
         ((2, 2, 64), BF16, "long context", 1, 16, (1000, 513)),
         ((4, 8, 64), F16, "4 query heads a KV head", 2, 16, (17, 250, 16, 128)),
+        # past 2048 tokens the launcher cuts slices of several steps each: the online softmax's rescale from one
+        # step to the next is tested only here (the cases above fill the GPU with slices of one step)
+        ((2, 2, 64), BF16, "long contexts, several steps a slice", 1, 16, (6000, 2500)),
     ]
     cases = [Case(s, d, label, params=(("kv_heads", h), ("page", p), ("contexts", c))) for s, d, label, h, p, c in rows]
     cases.append(Case((2, 2, 64), BF16, "large scores", params=(("kv_heads", 1), ("page", 16), ("contexts", (70, 45)),
@@ -668,6 +676,67 @@ def _merged_without_max(q, k_cache, v_cache, block_table, context_lens, sm_scale
     return torch.stack(rows)
 
 
+def _walked_without_rescale(q, k_cache, v_cache, block_table, context_lens, sm_scale, pages_per_split: int,
+                            step: int, rescale_sum: bool, rescale_acc: bool):  # fmt: skip
+    """Decode as a split-KV kernel computes it whose walk takes ``step`` tokens at a time from each slice's start
+    and leaves the running sum or the output unrescaled when the max grows; the slices merged by their maxima."""
+    page = k_cache.shape[1]
+    rows = []
+    for b in range(q.shape[0]):
+        n = int(context_lens[b])
+        scores, v = _sequence(q, k_cache, v_cache, block_table, context_lens, sm_scale, b)
+        parts = []
+        for start in range(0, n, pages_per_split * page):
+            end = min(start + pages_per_split * page, n)
+            m = torch.full(scores.shape[:1], float("-inf"), dtype=scores.dtype)
+            total, acc = torch.zeros_like(m), torch.zeros(v.shape[1:], dtype=scores.dtype)
+            for at in range(start, end, step):
+                s = scores[:, at : min(at + step, end)]
+                m_new = torch.maximum(m, s.amax(dim=1))
+                e, alpha = torch.exp(s - m_new[:, None]), torch.exp(m - m_new)
+                total = (total * alpha if rescale_sum else total) + e.sum(dim=1)
+                acc = (acc * alpha[:, None] if rescale_acc else acc) + torch.einsum(
+                    "hn,nhd->hd", e, v[at : at + e.shape[1]]
+                )
+                m = m_new
+            parts.append((m, total, acc))
+        tops = torch.stack([t for t, _, _ in parts])
+        weights = torch.exp(tops - tops.amax(dim=0))
+        rows.append(sum(w[:, None] * a for w, (_, _, a) in zip(weights, parts))
+                    / sum(w * t for w, (_, t, _) in zip(weights, parts))[:, None])  # fmt: skip
+    return torch.stack(rows)
+
+
+# (the sum rescaled, the output rescaled, what to say)
+_RESCALE_MISSES = (
+    (True, False, "the running sum was rescaled when a step raised the max, but the output accumulator was not: "
+     "multiply acc by alpha too"),
+    (False, True, "the output accumulator was rescaled when a step raised the max, but the running sum was not: "
+     "l = l * alpha + rowsum(p)"),
+    (False, False, "when a step raised the max, neither the running sum nor the output was rescaled: multiply both "
+     "by alpha = exp2(m_old - m_new)"),
+)  # fmt: skip
+
+
+def _rescale_missed(args: list, got: torch.Tensor, tol) -> str | None:
+    """A slice's walk of several steps that did not rescale its sum, its output or both (the exercise's launcher
+    cuts the slices: ``lessons.ch11.decode_programs``; steps of a page or of TILE_PAGES pages)."""
+    from ..lessons.ch11 import decode_programs
+
+    q, k_cache, block_table = args[0], args[1], args[3]
+    batch, page, kv_heads, max_pages = q.shape[0], k_cache.shape[1], k_cache.shape[2], block_table.shape[1]
+    plain, programs = decode_programs(batch, kv_heads, max_pages, page=page)
+    pages_per_split = -(-max_pages // (programs // plain))
+    for step in sorted({max(page, 64), page}, reverse=True):
+        if step >= pages_per_split * page:  # one step a slice: nothing to rescale
+            continue
+        for rescale_sum, rescale_acc, what in _RESCALE_MISSES:
+            walked = _walked_without_rescale(*args, pages_per_split, step, rescale_sum, rescale_acc)
+            if compare(got, walked, tol, poisoned=False).ok:
+                return f"with steps of {step} tokens through each slice of {pages_per_split} pages, {what}"
+    return None
+
+
 def _split_sizes(max_pages: int) -> list[int]:
     """The slice sizes (pages) a split-KV launcher plausibly picks for a table this wide: 1 to 8 pages, and
     the width cut into 2, 4, ... 64 slices (a few, not every size: a diagnosis runs on every failed case,
@@ -691,6 +760,9 @@ def _decode_diagnose(inputs: dict, got: torch.Tensor, case: Case) -> str | None:
                                                    poisoned=False).ok:  # fmt: skip
         return ("each sequence also counted the token at position context_lens[b], one past its last: keep the "
                 "tokens with position < context_lens[b], not <=")  # fmt: skip
+    missed = _rescale_missed(args, got, tol)
+    if missed:
+        return missed
     table = inputs["block_table"]
     in_order = torch.arange(table.shape[1], dtype=table.dtype).expand_as(table)
     if (
@@ -824,8 +896,9 @@ register(
             "on belong to the next slice, or to no page at all. Key t is then at page * stride_kp + (offs_t % "
             "PAGE) * stride_kt + kv_head * stride_kh, its dims along the other axis; mask the loads the same way, "
             "and set to -inf the scores of masked tokens and of those at or past context_lens[b].",
-            "Grouped query heads: the query heads h with h // GROUP == kv_head share the KV head's keys. Load "
-            "them together as a (GROUP, HEAD_DIM) tile, so each key is read once for all of them.",
+            "Grouped query heads: the frame has loaded this KV head's GROUP query heads as q, one (BLOCK_G, "
+            "HEAD_DIM) tile (the rows past GROUP zero): one tl.dot(q, k) scores all of them against a step's keys, so "
+            "each key is read once for the group, and m_i, l_i and acc hold a row per query head.",
             "Each slice keeps its own online softmax (m, l, acc) and writes it out unnormalized: m and l per "
             "(sequence, query head, slice), acc per (sequence, query head, slice, dim), in float32.",
             "The merge: M = max over slices of m; w_s = exp2(m_s - M) (the partial kernel's maxima are in log2 "
