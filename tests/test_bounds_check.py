@@ -60,8 +60,8 @@ def test_torch_copy_cheat_fails_in_gpu_mode(gpu_worker_passes, tmp_path):
     [
         ("tiled_transpose", "ch08_naive_transpose", "sectors"),
         ("fused_linear", "ch07_two_kernels_fp32_temp", "fused"),
-        # loads masked off above the diagonal read no NaN key on a GPU; the interpreter sees each load
-        ("flash_attention", "ch11_causal_scratch_copy", "a causal walk loaded key tiles above the diagonal"),
+        # loads masked off above the diagonal read no NaN key on a GPU; the interpreter counts the products
+        ("flash_attention", "ch11_causal_scratch_copy", "a causal walk computed key tiles above the diagonal"),
     ],
 )
 def test_checks_that_watch_the_kernel_run_fail_a_gpu_pass_too(gpu_worker_passes, task, folder, check):
