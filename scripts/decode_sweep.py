@@ -5,9 +5,10 @@ pages walked a step (bytes in flight a program), pipeline stages and warps.
     python scripts/decode_sweep.py --check        # CPU: each variant's values in the interpreter
     python scripts/decode_sweep.py --bench OUT    # GPU: every variant at the task's bench cases, to OUT
 
-The variant kernel differs from the solution in one thing: a step of its walk takes TILE_PAGES pages (their
-numbers a vector load from the block table, then one (HEAD_DIM, TILE_PAGES * PAGE) tile of keys), where the
-solution takes one page. Its slices' partials are merged by the solution's own merge kernel.
+Each variant launches the solution's own kernels with other choices: its slices, TILE_PAGES (pages a step
+of the walk), stages and warps. The sweep of 2026-12-05 (results/attention_h100_2026-12-05/third_run) ran a
+copy of the partial kernel with TILE_PAGES while the solution still took a page a step; the solution took
+64-token steps from it, and the copy went.
 """
 
 from __future__ import annotations
@@ -24,67 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import course_lib  # noqa: E402, F401  (first: it picks the mode)
 import torch  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from course_lib import sources, tasks  # noqa: E402
 
 solution = sources.load_module("paged_decode")
-
-
-@triton.jit
-def decode_tiled_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, context_lens_ptr, m_ptr, l_ptr, acc_ptr, out_ptr,
-    stride_qb, stride_qh, stride_ob, stride_oh,
-    stride_kp, stride_kt, stride_kh,
-    stride_vp, stride_vt, stride_vh,
-    stride_tb,
-    sm_scale, pages_per_split,
-    NUM_SPLITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_G: tl.constexpr,
-    PAGE: tl.constexpr, HEAD_DIM: tl.constexpr, TILE_PAGES: tl.constexpr,
-):  # fmt: skip
-    b = tl.program_id(0).to(tl.int64)
-    kv_head = tl.program_id(1)
-    split = tl.program_id(2)
-    TILE: tl.constexpr = TILE_PAGES * PAGE
-    offs_g = tl.arange(0, BLOCK_G)
-    offs_d = tl.arange(0, HEAD_DIM)
-    offs_t = tl.arange(0, TILE)  # the tile's tokens: page offs_t // PAGE of the tile, token offs_t % PAGE
-    heads = kv_head * GROUP + offs_g
-    in_group = offs_g < GROUP
-    q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :], mask=in_group[:, None], other=0.0)
-    context = tl.load(context_lens_ptr + b)
-    first = split * pages_per_split
-    last = tl.minimum(first + pages_per_split, tl.cdiv(context, PAGE))
-    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_G], tl.float32)
-    acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
-    for p0 in range(first, last, TILE_PAGES):
-        pages_at = p0 + offs_t // PAGE
-        live = pages_at < last  # the tile's pages past the slice's last: not read
-        page = tl.load(block_table_ptr + b * stride_tb + pages_at, mask=live, other=0).to(tl.int64)
-        tokens = pages_at * PAGE + offs_t % PAGE
-        k = tl.load(k_cache_ptr + page[None, :] * stride_kp + (offs_t % PAGE)[None, :] * stride_kt
-                    + kv_head * stride_kh + offs_d[:, None], mask=live[None, :], other=0.0)  # fmt: skip
-        v = tl.load(v_cache_ptr + page[:, None] * stride_vp + (offs_t % PAGE)[:, None] * stride_vt
-                    + kv_head * stride_vh + offs_d[None, :], mask=live[:, None], other=0.0)  # fmt: skip
-        s = tl.dot(q, k) * qk_scale
-        s = tl.where((live & (tokens < context))[None, :], s, float("-inf"))  # (the next slice's pages: not ours)
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        p_ = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p_, axis=1)
-        acc = tl.dot(p_.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
-    if NUM_SPLITS == 1:
-        out = acc / l_i[:, None]
-        tl.store(out_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :],
-                 out.to(out_ptr.dtype.element_ty), mask=in_group[:, None])  # fmt: skip
-    else:
-        row = (b * (tl.num_programs(1) * GROUP) + heads) * NUM_SPLITS + split
-        tl.store(m_ptr + row, m_i, mask=in_group)
-        tl.store(l_ptr + row, l_i, mask=in_group)
-        tl.store(acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=in_group[:, None])
 
 
 def launch(q, k_cache, v_cache, block_table, context_lens, sm_scale, out, *, slice_tokens, tile_pages, stages,
@@ -104,7 +48,7 @@ def launch(q, k_cache, v_cache, block_table, context_lens, sm_scale, out, *, sli
         m = torch.empty((batch, q_heads, num_splits), dtype=torch.float32, device=q.device)
         l = torch.empty((batch, q_heads, num_splits), dtype=torch.float32, device=q.device)  # noqa: E741
         acc = torch.empty((batch, q_heads, num_splits, head_dim), dtype=torch.float32, device=q.device)
-    decode_tiled_kernel[(batch, kv_heads, num_splits)](
+    solution.decode_partial_kernel[(batch, kv_heads, num_splits)](
         q, k_cache, v_cache, block_table, context_lens, m, l, acc, out,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
