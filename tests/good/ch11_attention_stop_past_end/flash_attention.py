@@ -9,7 +9,6 @@ import triton
 import triton.language as tl
 
 BM, BN, NW, NS = 128, 32, 4, 2
-GRID = "flat"  # "m_bh": (query tiles, batch*heads); "bh_m": (batch*heads, query tiles); "flat": 1-D, longest first
 
 
 @triton.jit
@@ -83,19 +82,11 @@ def _fa_kernel(
     D: tl.constexpr,
     BM: tl.constexpr,
     BN: tl.constexpr,
-    GRID: tl.constexpr,
 ):
-    if GRID == "m_bh":
-        pid_m = tl.program_id(0)
-        bh = tl.program_id(1)
-    elif GRID == "bh_m":
-        bh = tl.program_id(0)
-        pid_m = tl.program_id(1)
-    else:
-        n_m = tl.cdiv(N, BM)
-        pid = tl.program_id(0)
-        bh = pid // n_m
-        pid_m = n_m - 1 - pid % n_m  # longest causal tiles first
+    n_m = tl.cdiv(N, BM)  # a 1-D grid, each (batch, head)'s longest causal tiles first
+    pid = tl.program_id(0)
+    bh = pid // n_m
+    pid_m = n_m - 1 - pid % n_m
     b = (bh // H).to(tl.int64)
     h = (bh % H).to(tl.int64)
     offs_m = pid_m * BM + tl.arange(0, BM)
@@ -128,13 +119,7 @@ def _fa_kernel(
 
 def flash_attention(q, k, v, out, causal, sm_scale):
     B, H, N, D = q.shape
-    n_m = triton.cdiv(N, BM)
-    if GRID == "m_bh":
-        grid = (n_m, B * H)
-    elif GRID == "bh_m":
-        grid = (B * H, n_m)
-    else:
-        grid = (n_m * B * H,)
+    grid = (triton.cdiv(N, BM) * B * H,)
     _fa_kernel[grid](
         q,
         k,
@@ -151,7 +136,6 @@ def flash_attention(q, k, v, out, causal, sm_scale):
         D=D,
         BM=BM,
         BN=BN,
-        GRID=GRID,
         num_warps=NW,
         num_stages=NS,
     )
