@@ -210,3 +210,40 @@ def test_reproduce_line_runs_as_printed(seed_dependent_check):
     assert argv[:3] == ["python", "-m", "course_lib"], line
     again = run_course(*argv[3:], progress=progress)
     assert again.stdout == first.stdout, f"`{line}` graded something else:\n{again.stdout}"
+
+
+def _counted_diagnoses(monkeypatch, task: str, names_nothing: bool) -> list:
+    """The task's diagnosis wrapped to record each case it is asked about (and, with ``names_nothing``, to
+    name no mistake)."""
+    from course_lib import tasks
+
+    spec = tasks.get(task)
+    asked, diagnose = [], spec.diagnose
+
+    def counted(inputs, got, case):
+        asked.append(case.label)
+        return None if names_nothing else diagnose(inputs, got, case)
+
+    monkeypatch.setattr(spec, "diagnose", counted)
+    return asked
+
+
+def test_a_grading_stops_diagnosing_once_a_mistake_is_named(monkeypatch):
+    """Every diagnosis is a float64 computation of the case's size, under the GPU's hold in GPU mode: the
+    verdict reports the first failure that names a mistake, so the cases after it are not diagnosed."""
+    asked = _counted_diagnoses(monkeypatch, "residual_dropout", names_nothing=False)
+    result = grader.grade_task("residual_dropout", WRONG / "ch04_no_scaling", seed=SEED)
+    assert result.status == FAIL and "not scaled by 1 / (1 - p)" in result.summary, result.summary
+    failed = int(re.match(r"failed (\d+) of", result.details[0]).group(1))
+    # the reported failure is the last asked about, and the first named (a 1-element case names nothing)
+    assert failed >= 4 and len(asked) <= 2 and f"case '{asked[-1]}'" in result.summary, (asked, result.details[0])
+
+
+def test_a_mistake_no_diagnosis_names_is_diagnosed_three_times_at_most(monkeypatch):
+    """A kernel wrong in every case, whose mistake no diagnosis names, pays for three guesses, not one a case
+    (on chapter 11's GPU cases that was a float64 attention on the CPU for each of 16)."""
+    asked = _counted_diagnoses(monkeypatch, "residual_dropout", names_nothing=True)
+    result = grader.grade_task("residual_dropout", WRONG / "ch04_no_scaling", seed=SEED)
+    assert result.status == FAIL and "case 'tiny" in result.summary, result.summary
+    failed = int(re.match(r"failed (\d+) of", result.details[0]).group(1))
+    assert failed >= 4 and len(asked) == grader.isolation.DIAGNOSED_CASES == 3, (asked, result.details[0])

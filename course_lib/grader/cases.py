@@ -161,12 +161,19 @@ def reference_of(spec: tasks.TaskSpec, inputs: dict, device: str | None = None) 
 
 
 def judge(
-    spec: tasks.TaskSpec, case: tasks.Case, prepared: PreparedCase, reply: dict, returned, device: str | None = None
+    spec: tasks.TaskSpec,
+    case: tasks.Case,
+    prepared: PreparedCase,
+    reply: dict,
+    returned,
+    device: str | None = None,
+    diagnose: bool = True,
 ) -> Outcome:
     """The verdict on one case, from the shared tensors and the worker's plain report. ``device``: where
     the float64 reference is computed (this process's GPU when the grader has one: the capstone's
     published case is 464 GFLOP, seconds on a CPU shared with other jobs; the CPU by default, and
-    whenever the reference fails on the device)."""
+    whenever the reference fails on the device), and the diagnosis of a wrong output. ``diagnose``: False
+    leaves a wrong output undiagnosed (the grader asks only until one failure is named)."""
     error = reply.get("error")
     if error:
         details = list(error["details"])
@@ -241,18 +248,28 @@ def judge(
             return Outcome(False, summary, list(details), FAIL, True)
     if verdict.ok:
         return Outcome(True, verdict.summary, verdict.details, PASS)
-    found = _diagnosis(spec, {k: _as_reference_input(v) for k, v in prepared.pristine.items()}, got, case)
+    found = _diagnosis(spec, prepared.pristine, got, case, device) if diagnose else None
     summary = f"{found} ({verdict.summary})" if found else verdict.summary
     return Outcome(False, summary, verdict.details, FAIL, found is not None)
 
 
-def _diagnosis(spec, inputs: dict, got: torch.Tensor, case: tasks.Case) -> str | None:
+def _diagnosis(spec, pristine: dict, got: torch.Tensor, case: tasks.Case, device: str | None = None) -> str | None:
     """The task's guess at a known mistake behind a wrong output; never fails the grading itself. An
     output with NaN is diagnosed too (compare never passes a NaN, so a diagnosis that compares the whole
     output does not match it): a mistake may leave NaN where it leaves no key (a causal mask without
-    its diagonal leaves the first query none)."""
+    its diagonal leaves the first query none). Each guess is a float64 computation of the task's size: on
+    ``device`` (the grader's GPU) when given, else, or when that fails, on the CPU. On the H100
+    (2026-12-05) eight gradings side by side spent 20-30 s judging a wrong attention of 300 keys on the
+    CPU, under the GPU's shared hold."""
     if spec.diagnose is None:
         return None
+    for where in ([device] if device else []) + [None]:
+        try:
+            inputs = {k: _as_reference_input(v, where) for k, v in pristine.items()}
+            return spec.diagnose(inputs, got.detach().to(where or "cpu", torch.float64), case)
+        except Exception:
+            continue
+    return None
     try:
         return spec.diagnose(inputs, got.detach().to("cpu", torch.float64), case)
     except Exception:

@@ -821,7 +821,12 @@ def _graded(
                         hold.on()
                     return answer
 
-                outcome = _one_case(spec, case, seed + i, in_case, checked, limits.for_case(i), device=reference_on)
+                # a wrong output is diagnosed until one is named (the verdict reports the first named), at most
+                # DIAGNOSED_CASES of them: each guess is a float64 attention, a matmul..., held under the GPU
+                diagnose = len(failures) < DIAGNOSED_CASES and not any(f[2].diagnosed for f in failures)
+                outcome = _one_case(
+                    spec, case, seed + i, in_case, checked, limits.for_case(i), device=reference_on, diagnose=diagnose
+                )
             if outcome.ok:
                 result.cases_passed += 1
                 continue
@@ -1166,13 +1171,20 @@ def time_reference(spec, source_dir: Path, worker: Worker, limits: Limits, seed:
     return out
 
 
+# wrong outputs diagnosed in a grading, at most: the first failures are the small cases, which name a mistake
+# when any can; a kernel wrong everywhere paid for a guess at every case (16 on chapter 11's GPU cases)
+DIAGNOSED_CASES = 3
+
+
 def probe_seed(seed: int) -> int:
     """The seed a task's probe is given when the task is graded with ``seed``: a probe may draw its shape from
     it, so that a launcher cannot tell the probe's call by a fixed shape."""
     return seed + 104729
 
 
-def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=None) -> case_tools.Outcome:
+def _one_case(
+    spec, case, case_seed: int, ask, checked, limit: float, device=None, diagnose: bool = True
+) -> case_tools.Outcome:
     if spec.call_case is not None:  # a task that is no kernel: a question, answered in plain data
         function, kwargs = spec.call_case(case, case_seed)
         reply, _ = ask({"kind": "call", "function": function, "kwargs": kwargs}, limit, "call_done")
@@ -1212,7 +1224,7 @@ def _one_case(spec, case, case_seed: int, ask, checked, limit: float, device=Non
                 reply["span"] = span
             except (ValueError, TypeError, RuntimeError) as e:
                 return case_tools.Outcome.failed(f"the launcher returned a tensor the grader cannot read back ({e})")
-        outcome = case_tools.judge(spec, case, prepared, reply, returned, device=device)
+        outcome = case_tools.judge(spec, case, prepared, reply, returned, device=device, diagnose=diagnose)
         if trace.on():  # where a case's time goes: its inputs made, the learner's run, the judging
             now = time.perf_counter()
             trace.event("case", label=case.label, bytes=shared.nbytes, made_s=round(made - began, 4),
