@@ -7,6 +7,9 @@ backends and the course's Triton kernel (solutions/flash_attention.py).
     python scripts/gluon_attention.py --smoke        # GPU: small shapes against float64, before the rest
     python scripts/gluon_attention.py --bench OUT    # H200: time against SDPA's backends and the Triton kernel
     python scripts/gluon_attention.py --causal-study OUT  # GPU: variants that say what slows the causal kernel
+    python scripts/gluon_attention.py --rings OUT    # GPU: keys and values in rings of their own, and their depths
+    --kernel FOLDER: the ws_attention.py that --simulate, --compile and --smoke take (default: the solution), e.g.
+    scripts/attention_variants/split_rings
 """
 
 from __future__ import annotations
@@ -224,7 +227,54 @@ def causal_study(out_dir: str) -> int:
     return 0
 
 
+# the keys and the values in rings of their own (scripts/attention_variants/split_rings), by their depths (key
+# slots, value slots); shared memory at head dim 128: 2 query + 2 output tiles of 16 KB, 32 KB a key or value slot
+RINGS = {128: [(2, 2), (3, 2)], 64: [(2, 2), (4, 4), (6, 6)]}
+
+
+def rings(out_dir: str) -> int:
+    """The split-ring kernel at each depth of RINGS beside the solution and cuDNN, at the timed shapes, each
+    checked against SDPA first."""
+    from course_lib import runtime, timing
+    from course_lib.tasks import ch11_attention as ch11
+
+    split = sources.load_module("ws_attention", ROOT / "scripts" / "attention_variants" / "split_rings").ws_attention
+    cudnn = ch11._sdpa_backends(None)["sdpa_cudnn"]
+    rows = []
+    for (B, H, S, D), causal in [((4, 32, 8192, 128), False), ((4, 32, 8192, 128), True), ((16, 16, 2048, 64), False)]:
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        out = torch.empty_like(q)
+        flops = 4 * B * H * D * (S * (S + 1) // 2 if causal else S * S)
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        runs = {"solution": lambda: attention_ws(q, k, v, out, causal, D**-0.5),
+                "sdpa_cudnn": lambda: cudnn(q, k, v, causal, D**-0.5)}  # fmt: skip
+        for depth in RINGS[D]:
+            runs[f"split_rings_k{depth[0]}_v{depth[1]}"] = lambda depth=depth: split(q, k, v, out, causal, D**-0.5,
+                                                                                     rings=depth)  # fmt: skip
+        for round_ in range(2):  # twice, alternating: a drift of the clocks shows as a difference between rounds
+            for name, fn in runs.items():
+                try:
+                    got = fn()
+                    got = out if got is None else got
+                    err = ((got.float() - expected.float()).norm() / expected.float().norm()).item()
+                    t = timing.bench(fn)
+                    rows.append({"variant": name, "round": round_, "shape": [B, H, S, D], "causal": causal,
+                                 "median_ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
+                                 "tflops": flops / t.median_ms / 1e9, "rel_error": err})  # fmt: skip
+                    print(f"{name:<22} {(B, H, S, D)} causal={causal}: {t.median_ms:.3f} ms, "
+                          f"{flops / t.median_ms / 1e9:.0f} TFLOP/s, error {err:.1e}", flush=True)  # fmt: skip
+                except Exception as e:  # a depth that does not fit in shared memory: said, not fatal
+                    rows.append({"variant": name, "shape": [B, H, S, D], "causal": causal, "error": repr(e)[:300]})
+                    print(f"{name:<22} {(B, H, S, D)} causal={causal}: {e!r}"[:300], flush=True)
+    meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d"),
+            "method": "course_lib.timing.bench (CUDA events, L2 flushed, median), each variant twice"}  # fmt: skip
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "experiment_attention_rings.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    return 0
+
+
 def main() -> int:
+    global attention_ws
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--simulate", action="store_true")
     parser.add_argument("--seeds", type=int, default=1, help="--simulate: orders of events per shape")
@@ -232,7 +282,11 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="GPU: small shapes against float64, first")
     parser.add_argument("--bench", metavar="OUT")
     parser.add_argument("--causal-study", metavar="OUT", help="GPU: what slows the causal kernel")
+    parser.add_argument("--rings", metavar="OUT", help="GPU: keys and values in rings of their own")
+    parser.add_argument("--kernel", metavar="FOLDER", help="the ws_attention.py of --simulate, --compile, --smoke")
     args = parser.parse_args()
+    if args.kernel:
+        attention_ws = sources.load_module("ws_attention", Path(args.kernel).resolve()).ws_attention
     code = 0
     if args.smoke:
         code |= smoke()
@@ -244,6 +298,8 @@ def main() -> int:
         code |= bench(args.bench)
     if args.causal_study:
         code |= causal_study(args.causal_study)
+    if args.rings:
+        code |= rings(args.rings)
     return code
 
 

@@ -24,6 +24,7 @@
 #               (experiment_attention_layer_h200.json); each part under its own timeout
 #   decode_sweep  scripts/decode_sweep.py: the decode kernel's slices, pages a step, stages and warps
 #   causal_study  scripts/gluon_attention.py --causal-study: what slows the causal Gluon kernel
+#   attention_rings  scripts/gluon_attention.py --rings: keys and values in rings of their own (experiment_attention_rings.json)
 #   attention_wrong  chapter 11's wrong submissions graded in GPU mode (wrong_submissions.txt): none may pass
 #   attention_bench  chapter 11's tasks benched beside their baselines (bench_TASK_h200.json), and the
 #               JIT's cost as decode contexts grow (experiment_attention_jit_h200.json)
@@ -180,6 +181,10 @@ step_causal_study() {
   timed "causal study" timeout "${CAUSAL_STUDY_S:-200}" $py scripts/gluon_attention.py --causal-study "$OUT" \
     > "$OUT/causal_study.txt" 2>&1
   cat "$OUT/causal_study.txt"
+}
+step_attention_rings() {  # the Gluon kernel with keys and values in rings of their own, by depth
+  timed "rings" timeout "${RINGS_S:-240}" $py scripts/gluon_attention.py --rings "$OUT" > "$OUT/rings.txt" 2>&1
+  cat "$OUT/rings.txt"
 }
 step_attention_wrong() {  # chapter 11's wrong submissions graded in GPU mode: none may pass
   WRONG_CHAPTERS=ch11 timeout "${ATTENTION_WRONG_S:-300}" bash scripts/gpu_session.sh wrong \
