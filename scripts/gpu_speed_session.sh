@@ -25,9 +25,12 @@
 #   decode_sweep  scripts/decode_sweep.py: the decode kernel's slices, pages a step, stages and warps
 #   causal_study  scripts/gluon_attention.py --causal-study: what slows the causal Gluon kernel
 #   attention_rings  scripts/gluon_attention.py --rings: keys and values in rings of their own (experiment_attention_rings.json)
+#   attention_tiers  ws_attention's speed tier for right kernels other than the solution (tiers_*.txt)
 #   attention_wrong  chapter 11's wrong submissions graded in GPU mode (wrong_submissions.txt): none may pass
+#               (ATTENTION_WRONG=ch11_ws: the Gluon task's alone)
 #   attention_bench  chapter 11's tasks benched beside their baselines (bench_TASK_h200.json), and the
-#               JIT's cost as decode contexts grow (experiment_attention_jit_h200.json)
+#               JIT's cost as decode contexts grow (experiment_attention_jit_h200.json); ATTENTION_BENCH_TASKS
+#               names the tasks, ATTENTION_JIT_S=0 leaves the JIT record out
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -186,8 +189,16 @@ step_attention_rings() {  # the Gluon kernel with keys and values in rings of th
   timed "rings" timeout "${RINGS_S:-240}" $py scripts/gluon_attention.py --rings "$OUT" > "$OUT/rings.txt" 2>&1
   cat "$OUT/rings.txt"
 }
+step_attention_tiers() {  # the speed tiers of chapter 11 on right kernels other than the solutions
+  local source
+  for source in scripts/attention_variants/first_version tests/good/ch11_ws_hand_over_late; do
+    timed "check ws_attention --source $source" timeout "${TIERS_S:-150}" \
+      $py -m course_lib check ws_attention --source "$source" > "$OUT/tiers_$(basename "$source").txt" 2>&1
+    grep -E "^(PASS|FAIL|HANG|CRASH)|speed:" "$OUT/tiers_$(basename "$source").txt" | cut -c1-400
+  done
+}
 step_attention_wrong() {  # chapter 11's wrong submissions graded in GPU mode: none may pass
-  WRONG_CHAPTERS=ch11 timeout "${ATTENTION_WRONG_S:-300}" bash scripts/gpu_session.sh wrong \
+  WRONG_CHAPTERS="${ATTENTION_WRONG:-ch11}" timeout "${ATTENTION_WRONG_S:-300}" bash scripts/gpu_session.sh wrong \
     > "$OUT/attention_wrong.txt" 2>&1
   echo "wrong: exit $?" >> "$OUT/attention_wrong.txt"
   tail -30 "$OUT/attention_wrong.txt" | cut -c1-250
@@ -200,12 +211,13 @@ step_attention() {
 }
 step_attention_bench() {
   local task  # bench takes one task a call: a record each
-  for task in flash_attention ws_attention paged_decode; do
+  for task in ${ATTENTION_BENCH_TASKS:-flash_attention ws_attention paged_decode}; do
     timeout "${ATTENTION_BENCH_S:-130}" $py -m course_lib bench "$task" --record "$OUT/bench_${task}_h200.json" \
       > "$OUT/bench_$task.txt" 2>&1
     echo "bench $task: exit $?" >> "$OUT/bench_$task.txt"
     grep -v "^peaks" "$OUT/bench_$task.txt" | cut -c1-160
   done
+  [ "${ATTENTION_JIT_S:-150}" = 0 ] && return  # ATTENTION_JIT_S=0: no JIT record
   timeout "${ATTENTION_JIT_S:-150}" $py scripts/attention_jit.py --out "$OUT/experiment_attention_jit_h200.json" \
     > "$OUT/attention_jit.txt" 2>&1
   echo "jit: exit $?" >> "$OUT/attention_jit.txt"

@@ -24,7 +24,11 @@ LOOP_TURN = """            mbarrier.arrive(turn.index(1 - ROLE), count=1)
             turns += 1
             scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run
 """
-FREE = "            mbarrier.arrive(empty.index(prev), count=1)  # both GEMMs that read slot prev have completed\n"
+FREE = "            mbarrier.arrive(v_empty.index(prev), count=1)  # p @ v has read value slot prev\n"
+FREE_KEYS = (
+    "            mbarrier.arrive(k_empty.index(s), count=1)  # q k^T has read key slot s: a turn before its values\n"
+)
+PV_ISSUE = "            acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)\n"
 RESCALE = "            acc = acc * gl.expand_dims(alpha, 1)\n"
 WAIT0 = "            acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))\n"
 WAIT1 = "            scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run\n"
@@ -49,8 +53,12 @@ variants = {
         [(LOOP_TURN, LOOP_TURN.replace("            turns += 1\n", ""))],
     ),
     "wrong/ch11_ws_free_before_wait": (
-        "Wrong on purpose: the previous tile's slot is freed after the wait for the scores alone, while this\nwarpgroup's p @ v (issued after the scores) may still read its values: the producer may refill it under the\nrunning wgmma.",
+        "Wrong on purpose: the previous tile's value slot is freed after the wait for the scores alone, while this\nwarpgroup's p @ v (issued after the scores) may still read its values: the producer may refill it under the\nrunning wgmma.",
         [(FREE, ""), (WAIT1, WAIT1 + FREE)],
+    ),
+    "wrong/ch11_ws_keys_freed_early": (
+        "Wrong on purpose: the key slot is freed as soon as q k^T is issued, before the wait that sees it complete:\nthe producer may refill the slot while the wgmma still reads its keys.",
+        [(FREE_KEYS, ""), (PV_ISSUE, PV_ISSUE + FREE_KEYS)],
     ),
     "wrong/ch11_ws_no_acc_rescale": (
         "Wrong on purpose: the running sum is rescaled when the max grows, the output accumulator is not.",
@@ -82,7 +90,8 @@ variants = {
                 "            scores, acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(scores, acc, p))\n"
                 "            busy = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True)  # for nothing\n",
             ),
-            (WAIT0, "            busy = warpgroup_mma_wait(num_outstanding=0, deps=(busy,))\n"),
+            (FREE_KEYS, ""),  # the busy wgmma reads the keys too: their slot is freed after its wait
+            (WAIT0, "            busy = warpgroup_mma_wait(num_outstanding=0, deps=(busy,))\n" + FREE_KEYS),
         ],
     ),  # fmt: skip
     "good/ch11_ws_hand_over_late": (
@@ -98,10 +107,7 @@ variants = {
                 "        # acc is still zero: alpha (0) rescales nothing, but the next turn applies it\n",
             ),
             (RESCALE, ""),
-            (
-                "            prev = (count - 1) % NUM_BUFFERS\n",
-                RESCALE + "            prev = (count - 1) % NUM_BUFFERS\n",
-            ),
+            (PV_ISSUE, RESCALE + PV_ISSUE),
             (
                 "        # the last tile's p @ v, in one more turn\n",
                 "        # the last tile's p @ v, in one more turn\n        acc = acc * gl.expand_dims(alpha, 1)\n",

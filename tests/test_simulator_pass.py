@@ -59,10 +59,16 @@ def test_a_race_the_gpu_won_fails_in_the_simulator(gpu_worker_passes, task, fold
 
 def test_a_stale_turn_is_named_a_deadlock(gpu_worker_passes):
     """On a GPU a stale turn hangs (the grader's time limit ends it); should a run get past it, the
-    simulator names who waits on what."""
+    simulator names who waits on what: in a case, or (where the seed's order of events gets every case
+    through, as 2026's does since the keys and values have rings of their own) in the probe's longer launch."""
     result = grader.grade_task("ws_attention", WRONG / "ch11_ws_stale_turn", SEED, timeout=120, worker=GPU)
-    assert result.status == FAIL and "the kernel deadlocks" in result.summary, result.summary
-    assert any(line.startswith("Who waits on what: ") for line in result.details)
+    text = "\n".join([result.summary, *result.details])
+    assert result.status == FAIL, text
+    if "the kernel deadlocks" in result.summary:
+        assert any(line.startswith("Who waits on what: ") for line in result.details), text
+    else:
+        assert "fails in the Gluon simulator" in result.summary and "Deadlock: " in text, text
+    assert "waits on turn[" in text, text
 
 
 def test_wrong_values_in_the_simulator_fail_a_gpu_pass(gpu_worker_passes):

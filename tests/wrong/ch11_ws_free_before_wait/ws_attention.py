@@ -1,4 +1,4 @@
-"""Wrong on purpose: the previous tile's slot is freed after the wait for the scores alone, while this
+"""Wrong on purpose: the previous tile's value slot is freed after the wait for the scores alone, while this
 warpgroup's p @ v (issued after the scores) may still read its values: the producer may refill it under the
 running wgmma.
 """
@@ -48,11 +48,22 @@ def _key_tiles(pair, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, ready, empty, seq_len, n_items,
-              n_pairs, CAUSAL: gl.constexpr, NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr):  # fmt: skip
+def _load_tile(desc, bh, row, bufs, ready, empty, t, NUM_BUFFERS: gl.constexpr):
+    """A ring's tile number t (the ring's count of tiles so far) into slot t % NUM_BUFFERS, once both
+    consumers have freed that slot's previous tile: round t // NUM_BUFFERS of the slot's barriers."""
+    s = t % NUM_BUFFERS
+    mbarrier.wait(empty.index(s), ((t // NUM_BUFFERS) & 1) ^ 1)
+    mbarrier.expect(ready.index(s), desc.block_type.nbytes)
+    tma_load(desc, [bh, row, 0], ready.index(s), bufs.index(s))
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+              seq_len, n_items, n_pairs, CAUSAL: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+              NUM_SMS: gl.constexpr):  # fmt: skip
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
-    count = 0  # key/value tiles issued so far: slot count % NUM_BUFFERS, round count // NUM_BUFFERS
+    count = 0  # key/value tiles of the items before this one: tile t goes in slot t % NUM_BUFFERS of each ring
     i = 0  # work items of this program so far
     for item in range(gl.program_id(0), n_items, NUM_SMS):
         bh, pair = _work(item, n_items, n_pairs, NUM_SMS, CAUSAL)
@@ -60,13 +71,13 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, 
             mbarrier.wait(q_empty.index(role), (i & 1) ^ 1)
             mbarrier.expect(q_ready.index(role), q_desc.block_type.nbytes)
             tma_load(q_desc, [bh, (2 * pair + role) * BLOCK_M, 0], q_ready.index(role), q_smem.index(role))
-        for j in range(_key_tiles(pair, seq_len, BLOCK_N, CAUSAL)):
-            s = count % NUM_BUFFERS
-            mbarrier.wait(empty.index(s), ((count // NUM_BUFFERS) & 1) ^ 1)
-            mbarrier.expect(ready.index(s), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-            tma_load(k_desc, [bh, j * BLOCK_N, 0], ready.index(s), k_bufs.index(s))
-            tma_load(v_desc, [bh, j * BLOCK_N, 0], ready.index(s), v_bufs.index(s))
-            count += 1
+        n_kv = _key_tiles(pair, seq_len, BLOCK_N, CAUSAL)
+        for j in range(n_kv):  # in the order of use: tile j's keys (its scores), then tile j - 1's values (p @ v)
+            _load_tile(k_desc, bh, j * BLOCK_N, k_bufs, k_ready, k_empty, count + j, NUM_BUFFERS)
+            if j > 0:
+                _load_tile(v_desc, bh, (j - 1) * BLOCK_N, v_bufs, v_ready, v_empty, count + j - 1, NUM_BUFFERS)
+        _load_tile(v_desc, bh, (n_kv - 1) * BLOCK_N, v_bufs, v_ready, v_empty, count + n_kv - 1, NUM_BUFFERS)
+        count += n_kv
         i += 1
 
 
@@ -99,9 +110,9 @@ def _softmax_step(scores, m_i, l_i, j, masked, rows, seq_len, qk_scale, dtype: g
 
 
 @gluon.jit
-def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, empty, turn, seq_len, n_items,
-              n_pairs, qk_scale, ROLE: gl.constexpr, CAUSAL: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-              NUM_SMS: gl.constexpr):  # fmt: skip
+def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn,
+              seq_len, n_items, n_pairs, qk_scale, ROLE: gl.constexpr, CAUSAL: gl.constexpr,
+              NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr):  # fmt: skip
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
@@ -113,7 +124,7 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
     q_tile = q_smem.index(ROLE).reshape([BLOCK_M, HEAD_DIM])
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)  # the scores' wgmma starts from nothing
     o_tile = o_smem.index(ROLE)
-    count = 0  # key/value tiles consumed so far (the producer's count, tile for tile)
+    count = 0  # key tiles consumed so far (the producer's count, tile for tile; tile t's values too)
     turns = 0  # turns this warpgroup has taken
     i = 0
     for item in range(gl.program_id(0), n_items, NUM_SMS):
@@ -126,29 +137,33 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
         mbarrier.wait(q_ready.index(ROLE), i & 1)
         # key tile 0: its scores alone in the turn (no p @ v before it)
-        mbarrier.wait(ready.index(count % NUM_BUFFERS), (count // NUM_BUFFERS) & 1)
+        s = count % NUM_BUFFERS
+        mbarrier.wait(k_ready.index(s), (count // NUM_BUFFERS) & 1)
         mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE))  # role 0's first turn is free
-        k_t = k_bufs.index(count % NUM_BUFFERS).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+        k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
         scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True)
         mbarrier.arrive(turn.index(1 - ROLE), count=1)
         turns += 1
         scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
+        mbarrier.arrive(k_empty.index(s), count=1)  # this warpgroup has read the keys of slot s
         # acc is still zero: alpha has nothing to rescale
         p, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, 0, n_kv == 1, rows, seq_len, qk_scale, q_tile.dtype,
                                            CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
         count += 1
         for j in range(1, n_kv):
-            s = count % NUM_BUFFERS
-            mbarrier.wait(ready.index(s), (count // NUM_BUFFERS) & 1)
+            s = count % NUM_BUFFERS  # tile j's keys
+            prev = (count - 1) % NUM_BUFFERS  # tile j - 1's values
+            mbarrier.wait(k_ready.index(s), (count // NUM_BUFFERS) & 1)
+            mbarrier.wait(v_ready.index(prev), ((count - 1) // NUM_BUFFERS) & 1)
             mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE))
             k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
             scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True)
-            prev = (count - 1) % NUM_BUFFERS
             acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
             mbarrier.arrive(turn.index(1 - ROLE), count=1)
             turns += 1
             scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run
-            mbarrier.arrive(empty.index(prev), count=1)  # both GEMMs that read slot prev have completed
+            mbarrier.arrive(v_empty.index(prev), count=1)  # p @ v has read value slot prev
+            mbarrier.arrive(k_empty.index(s), count=1)  # q k^T has read key slot s: a turn before its values
             # the softmax of tile j, while this warpgroup's p @ v and the other warpgroup's GEMMs run
             p_next, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, j, j == n_kv - 1, rows, seq_len, qk_scale,
                                                     q_tile.dtype, CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
@@ -158,13 +173,14 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, e
             count += 1
         mbarrier.arrive(q_empty.index(ROLE), count=1)  # every q k^T of this item has completed
         # the last tile's p @ v, in one more turn
+        last = (count - 1) % NUM_BUFFERS
+        mbarrier.wait(v_ready.index(last), ((count - 1) // NUM_BUFFERS) & 1)
         mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE))
-        acc = warpgroup_mma(p, v_bufs.index((count - 1) % NUM_BUFFERS).reshape([BLOCK_N, HEAD_DIM]), acc,
-                            is_async=True)  # fmt: skip
+        acc = warpgroup_mma(p, v_bufs.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
         mbarrier.arrive(turn.index(1 - ROLE), count=1)
         turns += 1
         acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
-        mbarrier.arrive(empty.index((count - 1) % NUM_BUFFERS), count=1)
+        mbarrier.arrive(v_empty.index(last), count=1)
         out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
         tma.store_wait(0)  # the last item's store has read o_tile
         o_tile.reshape([BLOCK_M, HEAD_DIM]).store(out.to(o_desc.dtype))
@@ -184,26 +200,30 @@ def ws_attention_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_items, n_pair
     o_smem = gl.allocate_shared_memory(o_desc.dtype, [2] + o_desc.block_type.shape, o_desc.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     for r in gl.static_range(2):
         mbarrier.init(q_ready.index(r), count=1)
         mbarrier.init(q_empty.index(r), count=1)
         mbarrier.init(turn.index(r), count=1)
     for s in gl.static_range(NUM_BUFFERS):
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=2)  # both warpgroups read every slot
+        mbarrier.init(k_ready.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=2)  # both warpgroups read every slot
+        mbarrier.init(v_ready.index(s), count=1)
+        mbarrier.init(v_empty.index(s), count=2)
     ROLE0: gl.constexpr = 0
     ROLE1: gl.constexpr = 1
     gl.warp_specialize(
         [
-            (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, empty, turn, seq_len,
-                         n_items, n_pairs, qk_scale, ROLE0, CAUSAL, NUM_BUFFERS, NUM_SMS)),
-            (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, ready, empty, turn, seq_len,
-                         n_items, n_pairs, qk_scale, ROLE1, CAUSAL, NUM_BUFFERS, NUM_SMS)),
-            (_producer, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, ready, empty, seq_len,
-                         n_items, n_pairs, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+            (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                         turn, seq_len, n_items, n_pairs, qk_scale, ROLE0, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+            (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+                         turn, seq_len, n_items, n_pairs, qk_scale, ROLE1, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+            (_producer, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty, v_ready,
+                         v_empty, seq_len, n_items, n_pairs, CAUSAL, NUM_BUFFERS, NUM_SMS)),
         ],
         [4, 1],
         [208, 40],
@@ -213,8 +233,10 @@ def ws_attention_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_items, n_pair
         mbarrier.invalidate(q_empty.index(r))
         mbarrier.invalidate(turn.index(r))
     for s in gl.static_range(NUM_BUFFERS):
-        mbarrier.invalidate(ready.index(s))
-        mbarrier.invalidate(empty.index(s))
+        mbarrier.invalidate(k_ready.index(s))
+        mbarrier.invalidate(k_empty.index(s))
+        mbarrier.invalidate(v_ready.index(s))
+        mbarrier.invalidate(v_empty.index(s))
 
 
 def _desc(x, block):
@@ -222,7 +244,7 @@ def _desc(x, block):
     return TensorDescriptor.from_tensor(x, block, layout)
 
 
-BLOCK_M, NUM_BUFFERS = 64, 2  # BLOCK_N = 2 * BLOCK_M; 2 slots of K and V, 64 KB each at head dim 128
+BLOCK_M, NUM_BUFFERS = 64, 2  # BLOCK_N = 2 * BLOCK_M; 2 key slots and 2 value slots, 32 KB each at head dim 128
 
 
 def ws_attention(q, k, v, out, causal, sm_scale, sms=None):
