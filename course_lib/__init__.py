@@ -20,6 +20,7 @@ from . import (
 hooks.install()
 interpreter.install()
 hooks.install_dot_tap()  # after the interpreter's own dot: it wraps it
+runtime.install_scratch_allocator()  # GPU mode: for tensor descriptors made inside a kernel
 
 MODE = runtime.MODE
 

@@ -289,3 +289,26 @@ def usable_cpus() -> int:
     if cpus is not None:
         count = min(count, max(1, int(cpus)))
     return max(1, count)
+
+
+def install_scratch_allocator() -> bool:
+    """On a GPU, give Triton an allocator for the global scratch memory some kernels ask for at each launch:
+    a tensor descriptor made in the kernel (tl.make_tensor_descriptor, as Triton's own attention tutorial
+    makes them) needs 128 bytes of it, and without an allocator the launch fails ("Kernel requires a runtime
+    memory allocation, but no allocator was set"). torch's caching allocator serves it, in notebooks, the
+    benchmarks and the grader's workers alike; the pre-check keeps a task file from installing its own.
+    Triton keeps the allocator in a context variable: this sets it for the importing thread's context (the
+    grader's worker runs a task file's launcher there). CPU mode's interpreter needs none. True when set."""
+    if is_cpu():
+        return False
+    try:
+        import torch
+        import triton
+
+        def scratch(size: int, alignment: int, stream):  # torch's CUDA blocks are 512-byte aligned
+            return torch.empty(size, device="cuda", dtype=torch.int8)
+
+        triton.set_allocator(scratch)
+        return True
+    except Exception:  # a Triton without set_allocator, or no CUDA after all: a launch says what it lacks
+        return False

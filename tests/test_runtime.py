@@ -89,3 +89,32 @@ def test_a_folder_outside_the_course_gets_a_note_naming_the_graded_one(tmp_path,
     assert str(root) in note and str(tmp_path.resolve()) in note and "COURSE_ROOT" in note
     monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
     assert runtime.other_checkout_note(tmp_path) == ""
+
+
+def test_gpu_mode_gives_triton_a_scratch_allocator(monkeypatch):
+    """A tensor descriptor made inside a kernel (tl.make_tensor_descriptor) needs scratch memory at each launch,
+    from the allocator triton.set_allocator installs (Triton's default raises). GPU mode installs one backed by
+    torch; CPU mode, whose interpreter needs none, leaves Triton's default alone."""
+    import torch
+    import triton
+    from triton.runtime import _allocation
+
+    before = _allocation._allocator.get()
+    try:
+        assert runtime.install_scratch_allocator() is False and _allocation._allocator.get() is before  # CPU mode
+        monkeypatch.setattr(runtime, "MODE", runtime.GPU)
+        made = []
+        monkeypatch.setattr(torch, "empty", lambda size, **kw: made.append((size, kw)) or "buffer")
+        assert runtime.install_scratch_allocator() is True
+        assert _allocation._allocator.get()(128, 128, None) == "buffer"
+        assert made == [(128, {"device": "cuda", "dtype": torch.int8})]
+    finally:
+        triton.set_allocator(before)
+
+
+def test_a_task_file_that_sets_triton_s_allocator_is_told_the_course_does(tmp_path):
+    from course_lib.grader import precheck
+
+    [finding] = precheck.check_source("import triton\n\ntriton.set_allocator(lambda size, align, stream: None)\n")
+    assert finding.rule == "escape-attribute" and "the course installs one itself on a GPU" in finding.message
+    assert "delete the call" in finding.message

@@ -470,6 +470,10 @@ _WHY_NOT = {
     ),
     "triton.knobs": "it changes how Triton compiles and launches for everyone in the process",
     "triton.testing": "it times kernels; the grader times them itself",
+    "triton.set_allocator": (
+        "it replaces the process's memory allocator for Triton's launches; the course installs one itself on a "
+        "GPU (torch's caching allocator), so tl.make_tensor_descriptor works without it: delete the call"
+    ),
 }
 
 
