@@ -195,6 +195,8 @@ RIGHT = {
     "ch11_attention_tall_key_tiles": "flash_attention",  # key tiles of 128 past query tiles of 32
     "ch11_attention_prefetch_next": "flash_attention",  # the next tile loaded by hand: past the walk, a masked load
     "ch11_attention_stop_past_end": "flash_attention",  # the last tile walks past seq_len (masked), 1-D grid
+    # tensor descriptors made in the kernel (Triton's tutorial's style): no masks on loads or stores
+    "ch11_attention_device_descriptors": "flash_attention",
     "ch11_decode_no_split": "paged_decode",  # no split, no merge, no tl.dot
     "ch11_ws_hand_over_late": "ws_attention",  # the turn handed over after the wait: less overlap, right
     "ch11_ws_rescale_before_pv": "ws_attention",  # acc rescaled in the next turn, beside q k^T
@@ -706,3 +708,17 @@ def test_exp_where_exp2_belongs_is_named(tmp_path):
     }, folder=tmp_path / "natural")  # fmt: skip
     result = grader.grade_task("flash_attention", natural.folder, seed=SEED)
     assert result.status == FAIL and "exponentiated with exp: use tl.math.exp2" in result.summary, full_text(result)
+
+
+def test_a_causal_walk_through_device_descriptors_is_probed_too(tmp_path):
+    """The causal probe counts each query tile's products, whatever reads the tiles: the descriptor-made
+    kernel (right) walking every key tile fails it, as the pointer-made one does."""
+    from course_lib import lesson
+
+    walks_all = lesson.write_variant("flash_attention", {
+        "        stop = tl.minimum((pid_m + 1) * BLOCK_M, seq_len)\n": "        stop = seq_len\n",
+    }, source=GOOD / "ch11_attention_device_descriptors", folder=tmp_path)  # fmt: skip
+    result = grader.grade_task("flash_attention", walks_all.folder, seed=SEED)
+    assert result.status == FAIL and "a causal walk loaded key tiles above the diagonal" in result.summary, full_text(
+        result
+    )

@@ -1,19 +1,19 @@
-"""Chapter 11 experiment: the solution's kernel (solutions/ws_attention.py) with the keys and the values in two
-rings of their own, as FlashAttention-3 keeps them, instead of one ring whose slot holds a key tile and its
-value tile together.
-
-In the solution a slot is freed when both warpgroups have finished p @ v on its values, so its key tile stays
-in shared memory a turn longer than the q k^T that read it, and the producer's next copy waits for it. Here:
+"""Chapter 11 experiment: keys and values in rings of their own, of depths of their own. The experiment that led to
+the solution's two rings (solutions/ws_attention.py since 2026-12-05, both rings NUM_BUFFERS deep): before, one
+ring's slot held a key tile and its value tile together, freed when both warpgroups had finished p @ v on the
+values, so the key tile stayed in shared memory a turn longer than the q k^T that read it, and the producer's
+next copy waited for it. Here:
 
 - a key slot is freed as soon as both warpgroups have the scores of its tile (the wait before the softmax);
 - a value slot when both have finished p @ v on it;
 - the producer copies in the order the consumers use the tiles: K_0, then K_j and V_{j-1} for each j, then
   the last V;
-- the rings may differ in depth: at head dim 128, 3 key slots and 2 value slots fill 224 KB of the 227 KB
-  a block may have (the solution's one ring of 2 slots leaves 32 KB unused).
+- the rings' depths are set apart: at head dim 128, 3 key slots and 2 value slots fill 224 KB of the 227 KB
+  a block may have.
 
-scripts/gluon_attention.py --rings times it beside the solution and cuDNN; --simulate-rings runs it in
-course_lib's Gluon simulator (values and protocol)."""
+scripts/gluon_attention.py --rings times the depths beside the solution and cuDNN (on an H100, results/
+attention_h100_2026-12-05/sixth_run: 3 + 2 slots no faster than 2 + 2); --kernel
+scripts/attention_variants/split_rings --simulate runs it in course_lib's Gluon simulator."""
 
 import torch
 import triton
