@@ -186,7 +186,8 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready,
             # TODO:    into acc (its values are in value slot prev); hand the turn over.
             # TODO: 2. the overlap: wait for the scores alone (the p @ v, issued after, may stay in flight), free
             # TODO:    key slot s (its empty barrier counts both warpgroups' arrivals), and run _softmax_step on
-            # TODO:    the scores (keep the new probabilities apart from p: p @ v still reads p); then wait for
+            # TODO:    the scores (masked: only the walk's last tile, j == n_kv - 1; keep the new probabilities
+            # TODO:    apart from p: p @ v still reads p); then wait for
             # TODO:    acc, with p in the wait's deps (its registers must live until p @ v has read them); free
             # TODO:    value slot prev; rescale acc by alpha; the new probabilities become p.
             mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE))
