@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -162,7 +163,9 @@ def bench(out_dir: str) -> int:
     meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d"),
             "method": "course_lib.timing.bench (CUDA events, L2 flushed, median)"}  # fmt: skip
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(out_dir) / "experiment_attention_h200.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    # named for the GPU that ran it: experiment_attention_h200.json on an H200, _h100 on an H100
+    tag = next(iter(re.findall(r"[a-z]\d{2,3}", meta["gpu"].lower())), "gpu")
+    (Path(out_dir) / f"experiment_attention_{tag}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 
 

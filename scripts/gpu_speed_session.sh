@@ -28,7 +28,7 @@
 #   attention_tiers  ws_attention's speed tier for right kernels other than the solution (tiers_*.txt)
 #   attention_wrong  chapter 11's wrong submissions graded in GPU mode (wrong_submissions.txt): none may pass
 #               (ATTENTION_WRONG=ch11_ws: the Gluon task's alone)
-#   attention_bench  chapter 11's tasks benched beside their baselines (bench_TASK_h200.json), and the
+#   attention_bench  chapter 11's tasks benched beside their baselines (bench_TASK_h200.json, named for the GPU that ran it), and the
 #               JIT's cost as decode contexts grow (experiment_attention_jit_h200.json); ATTENTION_BENCH_TASKS
 #               names the tasks, ATTENTION_JIT_S=0 leaves the JIT record out
 # The lent GPU machine has no package registry: this runs from the checkout with PYTHONPATH.
@@ -42,6 +42,10 @@ mkdir -p "$OUT"
 export COURSE_TRACE="${COURSE_TRACE:-$(cd "$OUT" && pwd)/trace.jsonl}"
 eval "$(bash scripts/carried_bwrap.sh)"
 py=python3
+# the records' names say which GPU made them (_h200, _h100, ...): an H100's record once came back named _h200
+gpu_tag=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE '[a-z][0-9]{2,3}' | head -1 \
+  | tr 'A-Z' 'a-z')
+gpu_tag=${gpu_tag:-gpu}
 steps="${*:-check slow good}"
 timed() { # label, command...: runs it, appends "label: N s, exit E" to $OUT/times.txt
   local label=$1 start end code
@@ -173,7 +177,7 @@ step_attention_gluon() {
 }
 step_attention_layer() {
   timed "layer profile" timeout "${ATTENTION_LAYER_S:-150}" $py scripts/attention_layer_profile.py \
-    --out "$OUT/experiment_attention_layer_h200.json" > "$OUT/attention_layer.txt" 2>&1
+    --out "$OUT/experiment_attention_layer_${gpu_tag}.json" > "$OUT/attention_layer.txt" 2>&1
   cat "$OUT/attention_layer.txt"
 }
 step_decode_sweep() {
@@ -212,13 +216,13 @@ step_attention() {
 step_attention_bench() {
   local task  # bench takes one task a call: a record each
   for task in ${ATTENTION_BENCH_TASKS:-flash_attention ws_attention paged_decode}; do
-    timeout "${ATTENTION_BENCH_S:-130}" $py -m course_lib bench "$task" --record "$OUT/bench_${task}_h200.json" \
+    timeout "${ATTENTION_BENCH_S:-130}" $py -m course_lib bench "$task" --record "$OUT/bench_${task}_${gpu_tag}.json" \
       > "$OUT/bench_$task.txt" 2>&1
     echo "bench $task: exit $?" >> "$OUT/bench_$task.txt"
     grep -v "^peaks" "$OUT/bench_$task.txt" | cut -c1-160
   done
   [ "${ATTENTION_JIT_S:-150}" = 0 ] && return  # ATTENTION_JIT_S=0: no JIT record
-  timeout "${ATTENTION_JIT_S:-150}" $py scripts/attention_jit.py --out "$OUT/experiment_attention_jit_h200.json" \
+  timeout "${ATTENTION_JIT_S:-150}" $py scripts/attention_jit.py --out "$OUT/experiment_attention_jit_${gpu_tag}.json" \
     > "$OUT/attention_jit.txt" 2>&1
   echo "jit: exit $?" >> "$OUT/attention_jit.txt"
   cat "$OUT/attention_jit.txt"
