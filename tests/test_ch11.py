@@ -139,6 +139,13 @@ WRONG_SUBMISSIONS = {
         ("case 'tail, several key tiles'", "overwrites k_bufs[", "Wait for the wgmma first"),
         ("tiny (1, 1, 1, 64)", "one key tile (1, 3, 64, 128)", "causal (1, 1, 300, 64)"),
     ),
+    # the unmasked walk's end at seq_len: its last tile reads past the keys; the advice names the walk's bounds,
+    # not a mask on the frame's unmasked load
+    "ch11_full_past_whole_tiles": (
+        "flash_attention",
+        ("out-of-bounds access", "Most likely here: the walk's bounds", "`full` is at most (seq_len // BLOCK_N)"),
+        ("tiny causal (1, 1, 3, 64)", "several tiles causal (1, 1, 300, 64)"),
+    ),
     # values right in the simulator (which carries layouts without checking them); the compiler refuses it
     "ch11_ws_no_convert_layout": (
         "ws_attention",

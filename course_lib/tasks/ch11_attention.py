@@ -522,6 +522,13 @@ register(
         # that tiles, fuses and pipelines its loads (faster than SDPA's flash backend); expert: 80% of the
         # solution. Not yet measured on the H200.
         speed=SpeedTiers(fast=Tier("eager", 0.6)),
+        # the exercise's loads are the frame's: an access past the sequence comes from the walk's bounds
+        out_of_bounds_hint=(
+            "Most likely here: the walk's bounds. The first _attend call (MASKED=False) loads whole tiles without "
+            "a mask, so every tile it walks must lie inside the sequence: `full` is at most (seq_len // BLOCK_N) "
+            "* BLOCK_N (a seq_len that is no multiple of BLOCK_N leaves its last, partial tile to the masked "
+            "walk), and `stop` is at most seq_len (min((pid_m + 1) * BLOCK_M, seq_len) when causal)."
+        ),
         probe=f"{__name__}:probe_causal_walk",
         judge=judge_causal_walk,
         hints=[
