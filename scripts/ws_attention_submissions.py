@@ -94,6 +94,10 @@ variants = {
             (WAIT0, "            busy = warpgroup_mma_wait(num_outstanding=0, deps=(busy,))\n" + FREE_KEYS),
         ],
     ),  # fmt: skip
+    "good/ch11_ws_keys_freed_late": (
+        "Right, less eager: the key slot is freed with the value slot, after the wait for p @ v, a turn later than it\ncould be (as one ring of (key, value) slots did): never wrong, the producer's next copy waits longer.",
+        [(FREE_KEYS, ""), (WAIT0, WAIT0 + FREE_KEYS)],
+    ),
     "good/ch11_ws_hand_over_late": (
         "Right, with less overlap: each warpgroup hands the turn over only after its scores are in, so the other's\nGEMMs no longer run beside this one's wait (on a GPU: slower, never wrong).",
         [(LOOP_TURN, WAIT1 + "            mbarrier.arrive(turn.index(1 - ROLE), count=1)\n            turns += 1\n")],

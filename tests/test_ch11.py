@@ -206,6 +206,7 @@ RIGHT = {
     "ch11_decode_no_split": "paged_decode",  # no split, no merge, no tl.dot
     "ch11_ws_hand_over_late": "ws_attention",  # the turn handed over after the wait: less overlap, right
     "ch11_ws_rescale_before_pv": "ws_attention",  # acc rescaled in the next turn, beside q k^T
+    "ch11_ws_keys_freed_late": "ws_attention",  # the key slot freed with the value slot, after p @ v's wait
 }
 
 
