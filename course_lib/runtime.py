@@ -294,7 +294,7 @@ def usable_cpus() -> int:
 def install_scratch_allocator() -> bool:
     """On a GPU, give Triton an allocator for the global scratch memory some kernels ask for at each launch:
     a tensor descriptor made in the kernel (tl.make_tensor_descriptor, as Triton's own attention tutorial
-    makes them) needs 128 bytes of it, and without an allocator the launch fails ("Kernel requires a runtime
+    makes them) is written there, and without an allocator the launch fails ("Kernel requires a runtime
     memory allocation, but no allocator was set"). torch's caching allocator serves it, in notebooks, the
     benchmarks and the grader's workers alike; the pre-check keeps a task file from installing its own.
     Triton keeps the allocator in a context variable: this sets it for the importing thread's context (the

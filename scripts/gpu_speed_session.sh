@@ -196,7 +196,7 @@ step_attention_rings() {  # the Gluon kernel with keys and values in rings of th
 step_attention_tiers() {  # the speed tiers of chapter 11 on right kernels other than the solutions
   local source
   for source in scripts/attention_variants/first_version tests/good/ch11_ws_hand_over_late; do
-    timed "check ws_attention --source $source" timeout "${TIERS_S:-150}" \
+    timed "check ws_attention --source $source" timeout "${TIERS_S:-240}" \
       $py -m course_lib check ws_attention --source "$source" > "$OUT/tiers_$(basename "$source").txt" 2>&1
     grep -E "^(PASS|FAIL|HANG|CRASH)|speed:" "$OUT/tiers_$(basename "$source").txt" | cut -c1-400
   done
