@@ -7,9 +7,9 @@ backends and the course's Triton kernel (solutions/flash_attention.py).
     python scripts/gluon_attention.py --smoke        # GPU: small shapes against float64, before the rest
     python scripts/gluon_attention.py --bench OUT    # H200: time against SDPA's backends and the Triton kernel
     python scripts/gluon_attention.py --causal-study OUT  # GPU: variants that say what slows the causal kernel
-    python scripts/gluon_attention.py --rings OUT    # GPU: keys and values in rings of their own, and their depths
+    python scripts/gluon_attention.py --d64 OUT      # GPU: head dim 64 with three consumer warpgroups
     --kernel FOLDER: the ws_attention.py that --simulate, --compile and --smoke take (default: the solution), e.g.
-    scripts/attention_variants/split_rings
+    scripts/attention_variants/three_consumers
 """
 
 from __future__ import annotations
@@ -128,7 +128,6 @@ def smoke() -> int:
 
 
 def bench(out_dir: str) -> int:
-    from course_lib import runtime, timing
     from course_lib.tasks import ch11_attention as ch11
 
     fa = sources.load_module("flash_attention")
@@ -150,26 +149,41 @@ def bench(out_dir: str) -> int:
             variants[name] = lambda fn=fn: fn(q, k, v, causal, D**-0.5)
         for name, fn in variants.items():
             out = torch.empty_like(q)
-            try:
-                got = fn()
-                got = out if got is None else got
-                err = ((got.float() - expected.float()).norm() / expected.float().norm()).item()
-                t = timing.bench(fn)
-                rows.append({"variant": name, "shape": [B, H, S, D], "causal": causal, "median_ms": t.median_ms,
-                             "p20_ms": t.p20_ms, "p80_ms": t.p80_ms, "tflops": flops / t.median_ms / 1e9,
-                             "rel_error": err})  # fmt: skip
-                print(f"{name:<16} {(B, H, S, D)} causal={causal}: {t.median_ms:.3f} ms, {flops / t.median_ms / 1e9:.0f} "
-                      f"TFLOP/s, error {err:.1e}")  # fmt: skip
-            except Exception as e:  # a backend that does not run at this shape: said, not fatal
-                rows.append({"variant": name, "shape": [B, H, S, D], "causal": causal, "error": repr(e)[:300]})
-                print(f"{name:<16} {(B, H, S, D)} causal={causal}: {e!r}"[:300])
-    meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d"),
-            "method": "course_lib.timing.bench (CUDA events, L2 flushed, median)"}  # fmt: skip
+            _time_variant(rows, name, fn, out, expected, flops, causal)
+    meta = _meta("course_lib.timing.bench (CUDA events, L2 flushed, median)")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     # named for the GPU that ran it: experiment_attention_h200.json on an H200, _h100 on an H100
     tag = next(iter(re.findall(r"[a-z]\d{2,3}", meta["gpu"].lower())), "gpu")
     (Path(out_dir) / f"experiment_attention_{tag}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
+
+
+def _time_variant(rows: list, name: str, fn, out, expected, flops: int, causal: bool, **extra) -> None:
+    """One variant's row: run once and checked against SDPA (``out`` holds the result of a launcher that
+    returns nothing), then timed; a variant that does not run at this shape is said, not fatal."""
+    from course_lib import timing
+
+    shape = list(expected.shape)
+    try:
+        got = fn()
+        got = out if got is None else got
+        err = ((got.float() - expected.float()).norm() / expected.float().norm()).item()
+        t = timing.bench(fn)
+        rows.append({"variant": name, **extra, "shape": shape, "causal": causal, "median_ms": t.median_ms,
+                     "p20_ms": t.p20_ms, "p80_ms": t.p80_ms, "tflops": flops / t.median_ms / 1e9,
+                     "rel_error": err})  # fmt: skip
+        print(f"{name:<22} {tuple(shape)} causal={causal}: {t.median_ms:.3f} ms, {flops / t.median_ms / 1e9:.0f} "
+              f"TFLOP/s, error {err:.1e}", flush=True)  # fmt: skip
+    except Exception as e:
+        rows.append({"variant": name, **extra, "shape": shape, "causal": causal, "error": repr(e)[:300]})
+        print(f"{name:<22} {tuple(shape)} causal={causal}: {e!r}"[:300], flush=True)
+
+
+def _meta(method: str) -> dict:
+    from course_lib import runtime
+
+    return {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d"),
+            "method": method}  # fmt: skip
 
 
 # what keeps the causal kernel below the non-causal one (on an H100, before the snake order: 463 TFLOP/s against
@@ -188,7 +202,7 @@ CAUSAL_STUDY = {
 def causal_study(out_dir: str) -> int:
     """Variants of the solution at the causal timed shape, beside the solution and cuDNN in the same run,
     and the non-causal kernel on walks half as long (S 4096, twice the heads: the causal case's FLOPs)."""
-    from course_lib import lesson, runtime, timing
+    from course_lib import lesson, timing
     from course_lib.tasks import ch11_attention as ch11
 
     B, H, S, D = 4, 32, 8192, 128
@@ -224,8 +238,7 @@ def causal_study(out_dir: str) -> int:
         rows.append({"variant": "solution", "shape": list(shape), "causal": False, "median_ms": t.median_ms,
                      "tflops": flops / t.median_ms / 1e9})  # fmt: skip
         print(f"solution non-causal {shape}: {t.median_ms:.3f} ms, {flops / t.median_ms / 1e9:.0f} TFLOP/s")
-    meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d"),
-            "method": "course_lib.timing.bench (CUDA events, L2 flushed, median)"}  # fmt: skip
+    meta = _meta("course_lib.timing.bench (CUDA events, L2 flushed, median)")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     (Path(out_dir) / "experiment_attention_causal_study.json").write_text(
         json.dumps({"meta": meta, "rows": rows}, indent=1)
@@ -233,55 +246,32 @@ def causal_study(out_dir: str) -> int:
     return 0
 
 
-# the keys and the values in rings of their own (scripts/attention_variants/split_rings), by their depths (key
-# slots, value slots); shared memory at head dim 128: 2 query + 2 output tiles of 16 KB, 32 KB a key or value slot
-RINGS = {128: [(2, 2), (3, 2)], 64: [(2, 2), (4, 4), (6, 6)]}
-
-
-def rings(out_dir: str) -> int:
-    """The split-ring kernel at each depth of RINGS beside the solution and cuDNN, at the timed shapes, each
-    checked against SDPA first."""
-    from course_lib import runtime, timing
+def d64(out_dir: str) -> int:
+    """Head dim 64, the timed shape (non-causal), where the solution trails SDPA: the solution, cuDNN and
+    scripts/attention_variants/three_consumers, each checked against SDPA, timed twice in alternation. (The
+    experiment behind the solution's two rings, rings of separate depths, was a variant here until it became
+    the solution: results/attention_h100_2026-12-05/sixth_run, the tree of 212830f.)"""
     from course_lib.tasks import ch11_attention as ch11
 
-    split = sources.load_module("ws_attention", ROOT / "scripts" / "attention_variants" / "split_rings").ws_attention
-    # head dim 64: three consumer warpgroups, as FlashAttention-3 runs it there (non-causal only)
     three = sources.load_module(
         "ws_attention", ROOT / "scripts" / "attention_variants" / "three_consumers"
     ).ws_attention
     cudnn = ch11._sdpa_backends(None)["sdpa_cudnn"]
+    B, H, S, D = 16, 16, 2048, 64
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = torch.empty_like(q)
+    flops = 4 * B * H * D * S * S
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    runs = {"solution": lambda: attention_ws(q, k, v, out, False, D**-0.5),
+            "sdpa_cudnn": lambda: cudnn(q, k, v, False, D**-0.5),
+            "three_consumers": lambda: three(q, k, v, out, False, D**-0.5)}  # fmt: skip
     rows = []
-    for (B, H, S, D), causal in [((4, 32, 8192, 128), False), ((4, 32, 8192, 128), True), ((16, 16, 2048, 64), False)]:
-        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        out = torch.empty_like(q)
-        flops = 4 * B * H * D * (S * (S + 1) // 2 if causal else S * S)
-        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        runs = {"solution": lambda: attention_ws(q, k, v, out, causal, D**-0.5),
-                "sdpa_cudnn": lambda: cudnn(q, k, v, causal, D**-0.5)}  # fmt: skip
-        for depth in RINGS[D]:
-            runs[f"split_rings_k{depth[0]}_v{depth[1]}"] = lambda depth=depth: split(q, k, v, out, causal, D**-0.5,
-                                                                                     rings=depth)  # fmt: skip
-        if D == 64 and not causal:
-            runs["three_consumers"] = lambda: three(q, k, v, out, causal, D**-0.5)
-        for round_ in range(2):  # twice, alternating: a drift of the clocks shows as a difference between rounds
-            for name, fn in runs.items():
-                try:
-                    got = fn()
-                    got = out if got is None else got
-                    err = ((got.float() - expected.float()).norm() / expected.float().norm()).item()
-                    t = timing.bench(fn)
-                    rows.append({"variant": name, "round": round_, "shape": [B, H, S, D], "causal": causal,
-                                 "median_ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
-                                 "tflops": flops / t.median_ms / 1e9, "rel_error": err})  # fmt: skip
-                    print(f"{name:<22} {(B, H, S, D)} causal={causal}: {t.median_ms:.3f} ms, "
-                          f"{flops / t.median_ms / 1e9:.0f} TFLOP/s, error {err:.1e}", flush=True)  # fmt: skip
-                except Exception as e:  # a depth that does not fit in shared memory: said, not fatal
-                    rows.append({"variant": name, "shape": [B, H, S, D], "causal": causal, "error": repr(e)[:300]})
-                    print(f"{name:<22} {(B, H, S, D)} causal={causal}: {e!r}"[:300], flush=True)
-    meta = {"gpu": runtime.gpu_info().name, "versions": runtime.versions(), "date": time.strftime("%Y-%m-%d"),
-            "method": "course_lib.timing.bench (CUDA events, L2 flushed, median), each variant twice"}  # fmt: skip
+    for round_ in range(2):  # twice, alternating: a drift of the clocks shows as a difference between rounds
+        for name, fn in runs.items():
+            _time_variant(rows, name, fn, out, expected, flops, False, round=round_)
+    meta = _meta("course_lib.timing.bench (CUDA events, L2 flushed, median), each variant twice")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(out_dir) / "experiment_attention_rings.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (Path(out_dir) / "experiment_attention_d64.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 
 
@@ -294,7 +284,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="GPU: small shapes against float64, first")
     parser.add_argument("--bench", metavar="OUT")
     parser.add_argument("--causal-study", metavar="OUT", help="GPU: what slows the causal kernel")
-    parser.add_argument("--rings", metavar="OUT", help="GPU: keys and values in rings of their own")
+    parser.add_argument("--d64", metavar="OUT", help="GPU: head dim 64, three consumer warpgroups")
     parser.add_argument("--kernel", metavar="FOLDER", help="the ws_attention.py of --simulate, --compile, --smoke")
     args = parser.parse_args()
     if args.kernel:
@@ -310,8 +300,8 @@ def main() -> int:
         code |= bench(args.bench)
     if args.causal_study:
         code |= causal_study(args.causal_study)
-    if args.rings:
-        code |= rings(args.rings)
+    if args.d64:
+        code |= d64(args.d64)
     return code
 
 

@@ -24,7 +24,7 @@
 #               (experiment_attention_layer_h200.json); each part under its own timeout
 #   decode_sweep  scripts/decode_sweep.py: the decode kernel's slices, pages a step, stages and warps
 #   causal_study  scripts/gluon_attention.py --causal-study: what slows the causal Gluon kernel
-#   attention_rings  scripts/gluon_attention.py --rings: keys and values in rings of their own (experiment_attention_rings.json)
+#   attention_d64  scripts/gluon_attention.py --d64: head dim 64 with three consumer warpgroups (experiment_attention_d64.json)
 #   attention_tiers  ws_attention's speed tier for right kernels other than the solution (tiers_*.txt)
 #   attention_wrong  chapter 11's wrong submissions graded in GPU mode (wrong_submissions.txt): none may pass
 #               (ATTENTION_WRONG=ch11_ws: the Gluon task's alone)
@@ -189,9 +189,9 @@ step_causal_study() {
     > "$OUT/causal_study.txt" 2>&1
   cat "$OUT/causal_study.txt"
 }
-step_attention_rings() {  # the Gluon kernel with keys and values in rings of their own, by depth
-  timed "rings" timeout "${RINGS_S:-240}" $py scripts/gluon_attention.py --rings "$OUT" > "$OUT/rings.txt" 2>&1
-  cat "$OUT/rings.txt"
+step_attention_d64() {  # head dim 64, where the Gluon kernel trails SDPA: three consumer warpgroups
+  timed "d64" timeout "${D64_S:-180}" $py scripts/gluon_attention.py --d64 "$OUT" > "$OUT/d64.txt" 2>&1
+  cat "$OUT/d64.txt"
 }
 step_attention_tiers() {  # the speed tiers of chapter 11 on right kernels other than the solutions
   local source

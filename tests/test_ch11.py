@@ -720,8 +720,6 @@ def test_exp_where_exp2_belongs_is_named(tmp_path):
 def test_a_causal_walk_through_device_descriptors_is_probed_too(tmp_path):
     """The causal probe counts each query tile's products, whatever reads the tiles: the descriptor-made
     kernel (right) walking every key tile fails it, as the pointer-made one does."""
-    from course_lib import lesson
-
     walks_all = lesson.write_variant("flash_attention", {
         "        stop = tl.minimum((pid_m + 1) * BLOCK_M, seq_len)\n": "        stop = seq_len\n",
     }, source=GOOD / "ch11_attention_device_descriptors", folder=tmp_path)  # fmt: skip

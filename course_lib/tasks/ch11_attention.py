@@ -151,9 +151,9 @@ def _sdpa_backends(case: Case) -> dict:
     }
 
 
-# the most scores a diagnosis works on (each guess is an attention on the CPU, in float64): 2^26, twice the
-# largest graded case's (1 x 8 x 2048 x 2048). The timed shapes hold 16 and 128 times more: a failure there
-# is reported undiagnosed (the cases before it were diagnosed).
+# the most scores a diagnosis works on (each guess is a float64 attention, on the grader's GPU or its CPU): 2^26,
+# twice the largest graded case's (1 x 8 x 2048 x 2048). The timed shapes hold 16 and 128 times more: a failure
+# there is reported undiagnosed.
 DIAGNOSE_SCORES = 1 << 26
 
 
@@ -748,8 +748,8 @@ def _rescale_missed(args: list, got: torch.Tensor, tol) -> str | None:
 
 def _split_sizes(max_pages: int) -> list[int]:
     """The slice sizes (pages) a split-KV launcher plausibly picks for a table this wide: 1 to 8 pages, and
-    the width cut into 2, 4, ... 64 slices (a few, not every size: a diagnosis runs on every failed case,
-    and each size is a whole reference)."""
+    the width cut into 2, 4, ... 64 slices (a few, not every size: each size is a whole reference, and a
+    grading diagnoses up to three failed cases)."""
     sizes = set(range(1, min(8, max_pages - 1) + 1))
     sizes |= {-(-max_pages // n) for n in (2, 4, 8, 16, 32, 64) if -(-max_pages // n) < max_pages}
     return sorted(sizes)

@@ -7,8 +7,8 @@ mask the three walks of an item differ in length, and the rotation would need th
 turns on). Otherwise the solution's kernel: its helpers, its two rings, its overlap inside a warpgroup.
 
 scripts/gluon_attention.py --kernel scripts/attention_variants/three_consumers --simulate runs it in course_lib's
-Gluon simulator (the shapes it is not written for are skipped); --rings times it beside the solution at head dim
-64. Not yet run on a GPU."""
+Gluon simulator (the shapes it is not written for are skipped); --d64 times it beside the solution and cuDNN.
+Not yet run on a GPU."""
 
 import torch
 import triton
