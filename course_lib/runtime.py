@@ -297,8 +297,10 @@ def install_scratch_allocator() -> bool:
     makes them) is written there, and without an allocator the launch fails ("Kernel requires a runtime
     memory allocation, but no allocator was set"). torch's caching allocator serves it, in notebooks, the
     benchmarks and the grader's workers alike; the pre-check keeps a task file from installing its own.
-    Triton keeps the allocator in a context variable: this sets it for the importing thread's context (the
-    grader's worker runs a task file's launcher there). CPU mode's interpreter needs none. True when set."""
+    Triton keeps the allocator in a context variable, which this sets for the importing thread's context
+    (the grader's worker runs a task file's launcher there). Some Jupyter kernels run each cell in a fresh
+    context (ipykernel 5, as older Colab images have it, and 7.0.0), so inside IPython the allocator is
+    set again before every cell as well. CPU mode's interpreter needs none. True when set."""
     if is_cpu():
         return False
     try:
@@ -309,6 +311,32 @@ def install_scratch_allocator() -> bool:
             return torch.empty(size, device="cuda", dtype=torch.int8)
 
         triton.set_allocator(scratch)
-        return True
     except Exception:  # a Triton without set_allocator, or no CUDA after all: a launch says what it lacks
         return False
+    keep_in_every_cell("scratch_allocator", lambda: triton.set_allocator(scratch))
+    return True
+
+
+def keep_in_every_cell(name: str, setter, shell=None) -> bool:
+    """Inside IPython, call ``setter`` before every cell runs, in that cell's context, so that what it sets
+    in a context variable outlives kernels that give each cell a context of its own. One callback per
+    ``name``: importing the course again replaces it rather than adding another. False outside IPython."""
+    if shell is None:
+        if "IPython" not in sys.modules:  # never import IPython just to ask
+            return False
+        try:
+            shell = sys.modules["IPython"].get_ipython()
+        except Exception:
+            return False
+        if shell is None:
+            return False
+
+    def before_cell(*_info) -> None:
+        setter()
+
+    before_cell.course_lib_name = name
+    callbacks = shell.events.callbacks.get("pre_run_cell", [])
+    for old in [c for c in callbacks if getattr(c, "course_lib_name", None) == name]:
+        shell.events.unregister("pre_run_cell", old)
+    shell.events.register("pre_run_cell", before_cell)
+    return True

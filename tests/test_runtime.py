@@ -112,6 +112,30 @@ def test_gpu_mode_gives_triton_a_scratch_allocator(monkeypatch):
         triton.set_allocator(before)
 
 
+def test_what_a_context_variable_holds_is_set_again_before_every_notebook_cell():
+    """ipykernel 5 (older Colab images) and 7.0.0 run each cell in a fresh context, where Triton's allocator
+    (a context variable) is back to its default: the course sets it again before every cell, once per name
+    however often it is imported, and not at all outside IPython."""
+    import contextvars
+    import types
+
+    from IPython.core.events import EventManager, available_events
+
+    shell = types.SimpleNamespace()
+    shell.events = EventManager(shell, available_events)
+    var = contextvars.ContextVar("course_test_var", default="default")
+    assert runtime.keep_in_every_cell("test", lambda: var.set("set"), shell=shell) is True
+    assert runtime.keep_in_every_cell("test", lambda: var.set("set"), shell=shell) is True  # imported again
+
+    def a_cell_in_a_fresh_context():
+        shell.events.trigger("pre_run_cell", None)
+        return var.get()
+
+    assert contextvars.Context().run(a_cell_in_a_fresh_context) == "set"
+    assert len(shell.events.callbacks["pre_run_cell"]) == 1
+    assert var.get() == "default"  # only the cell's context was touched
+
+
 def test_a_task_file_that_sets_triton_s_allocator_is_told_the_course_does(tmp_path):
     from course_lib.grader import precheck
 
