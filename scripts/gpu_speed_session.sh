@@ -25,6 +25,8 @@
 #   decode_sweep  scripts/decode_sweep.py: the decode kernel's slices, pages a step, stages and warps
 #   causal_study  scripts/gluon_attention.py --causal-study: what slows the causal Gluon kernel
 #   attention_d64  scripts/gluon_attention.py --d64: head dim 64 with three consumer warpgroups (experiment_attention_d64.json)
+#   timing_gap  scripts/timing_gap.py: why the grader's time reads above course_lib bench's (clocks and power sampled;
+#               experiment_timing_gap_h200.json, named for the GPU)
 #   attention_tiers  ws_attention's speed tier for right kernels other than the solution (tiers_*.txt)
 #   attention_wrong  chapter 11's wrong submissions graded in GPU mode (wrong_submissions.txt): none may pass
 #               (ATTENTION_WRONG=ch11_ws: the Gluon task's alone)
@@ -192,6 +194,11 @@ step_causal_study() {
 step_attention_d64() {  # head dim 64, where the Gluon kernel trails SDPA: three consumer warpgroups
   timed "d64" timeout "${D64_S:-180}" $py scripts/gluon_attention.py --d64 "$OUT" > "$OUT/d64.txt" 2>&1
   cat "$OUT/d64.txt"
+}
+step_timing_gap() {  # the grader's clock against bench's on one machine, with the SM clock and power beside them
+  timed "timing gap" timeout "${TIMING_GAP_S:-150}" $py scripts/timing_gap.py \
+    --out "$OUT/experiment_timing_gap_${gpu_tag}.json" > "$OUT/timing_gap.txt" 2>&1
+  cat "$OUT/timing_gap.txt"
 }
 step_attention_tiers() {  # the speed tiers of chapter 11 on right kernels other than the solutions
   local source

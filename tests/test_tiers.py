@@ -890,3 +890,47 @@ def test_one_gpu_is_one_lock_however_a_grader_names_it(monkeypatch):
     assert tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "MIG-x/1"}) == "MIG-x_1"
     monkeypatch.setattr(tiers, "_physical_gpus", lambda: ())
     assert tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "1"}) == "1"
+
+
+def test_the_timing_gap_script_times_a_call_of_known_length_each_way(monkeypatch):
+    """scripts/timing_gap.py on the CPU, with CUDA's events and synchronize stood in for by the host's clock:
+    a call that takes 2 ms reads about 2 ms in the grader's windows and in the sustained run, and every phase
+    is recorded in order with its times."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("timing_gap", HERE.parent / "scripts" / "timing_gap.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Event:
+        def __init__(self, **_):
+            self.at = None
+
+        def record(self):
+            self.at = time.perf_counter()
+
+        def elapsed_time(self, other):
+            return (other.at - self.at) * 1e3
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(module.timing, "bench", lambda call: module.timing.Timing(2.0, 1.9, 2.1, "stand-in"))
+    monkeypatch.setattr(module.time, "sleep", lambda s: None)
+    monkeypatch.setattr(module, "windows", lambda call, n=3, window_s=0.02, f=module.windows: f(call, n, window_s))
+    monkeypatch.setattr(module, "sustained", lambda call, seconds=0.05, f=module.sustained: f(call, seconds))
+
+    def call():  # 2 ms of host time, as a kernel's 2 ms would be by the GPU's events
+        end = time.perf_counter() + 2e-3
+        while time.perf_counter() < end:
+            pass
+
+    phases = []
+    row = module.time_kernel("solution", call, phases)
+    assert 1.9 < row["windows_best_ms"] < 6 and 1.9 < row["sustained_first_tenth_ms"]["median"] < 6
+    assert 2 <= row["windows"][0]["reps"] <= 10 and len(row["windows"]) == 3  # 20 ms windows of 2 ms calls
+    assert [p["phase"] for p in phases] == [
+        "bench", "windows", "bench after windows", "sustained", "bench after sustained",
+    ]  # fmt: skip
+    assert all(p["t0"] <= p["t1"] for p in phases) and phases[1]["t1"] - phases[1]["t0"] >= 0.05
