@@ -73,11 +73,17 @@ def hardware_fractions(rows: list[dict], peaks):
     return roof
 
 
-def records(task: str | None = None, variant: str | None = None) -> list[dict]:
-    """Benchmark records, each with a "provenance" string, from the newest file that has the task;
+def records(task: str | None = None, variant: str | None = None, record: str | None = None) -> list[dict]:
+    """Benchmark records, each with a "provenance" string, from the newest file that has the task, or
+    from ``record`` (a bench file's path under results/, such as an earlier GPU's run kept in a folder);
     roofline_fraction against the hardware's roof (``roofline.hardware``)."""
     out = []
-    for data in load_bench_files():
+    if record is not None:
+        data = read_record(record)
+        files = [dict(data, path=f"results/{record}")] if data and "records" in data and "meta" in data else []
+    else:
+        files = load_bench_files()
+    for data in files:
         rows = [
             r
             for r in data["records"]
@@ -97,16 +103,35 @@ def records(task: str | None = None, variant: str | None = None) -> list[dict]:
     return out
 
 
-def table(task: str) -> str:
-    """The recorded figures of one task as text, with their provenance."""
-    rows = records(task)
+def _short(value) -> str:
+    """A case parameter for a table's line: a long list (a batch's context lengths) as its count and range."""
+    if isinstance(value, (list, tuple)) and len(value) > 4 and all(isinstance(x, (int, float)) for x in value):
+        return (
+            f"{len(value)} x {value[0]}" if min(value) == max(value) else f"{len(value)} of {min(value)}-{max(value)}"
+        )
+    return str(value)
+
+
+def table(task: str, record: str | None = None) -> str:
+    """The recorded figures of one task as text, with their provenance (``record``: from that bench file)."""
+    rows = records(task, record=record)
     if not rows:
-        return f"no recorded GPU results for {task} in {results_dir()}"
+        return f"no recorded GPU results for {task} in {results_dir() / (record or '')}"
     lines = [f"recorded on {rows[0]['provenance']} ({rows[0]['file']}):"]
-    lines.append(f"  {'variant':<15}{'case':<40}{'median':>12}{'GB/s':>9}{'of roofline':>13}")
-    for r in rows:
-        case = f"{r['dtype']} {tuple(r['shape'])}" + "".join(f" {k}={v}" for k, v in r.get("params", {}).items())
+    # TFLOP/s where the task's work is matmuls (on tensor cores): a compute-bound kernel's GB/s says little
+    rates = any(r.get("tflops") is not None and rate_dtype(task, r["dtype"]) != "float32" for r in rows)
+    cases = [
+        f"{r['dtype']} {tuple(r['shape'])}" + "".join(f" {k}={_short(v)}" for k, v in r.get("params", {}).items())
+        for r in rows
+    ]
+    width, case_width = max([15] + [len(r["variant"]) + 1 for r in rows]), max([40] + [len(c) + 1 for c in cases])
+    head = f"  {'variant':<{width}}{'case':<{case_width}}{'median':>12}{'GB/s':>9}" + (
+        f"{'TFLOP/s':>9}" if rates else ""
+    )
+    lines.append(head + f"{'of roofline':>13}")
+    for r, case in zip(rows, cases):
         us = r["median_ms"] * 1e3
         share = "part" if r["roofline_fraction"] is None else f"{r['roofline_fraction']:.0%}"
-        lines.append(f"  {r['variant']:<15}{case:<40}{us:>9.1f} us{r['gbs']:>9.0f}{share:>13}")
+        rate = f"{r['tflops']:>9.0f}" if rates and r.get("tflops") is not None else (" " * 9 if rates else "")
+        lines.append(f"  {r['variant']:<{width}}{case:<{case_width}}{us:>9.1f} us{r['gbs']:>9.0f}{rate}{share:>13}")
     return "\n".join(lines)

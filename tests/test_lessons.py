@@ -155,3 +155,19 @@ def test_the_decode_table_reads_split_k_by_loop_form_atomics_and_tile():
     assert "(not pipelined), default atomics: 63.0 to 63.0 us" in text
     parts = "each timed alone: zero 2.0 us, partial 33.0 us, finish 3.0 us"
     assert f"its best (4 parts, BLOCK_N 64, BLOCK_K 256) in parts, {parts}" in text
+
+
+def test_a_bench_table_can_read_an_earlier_gpus_record_and_says_which():
+    """results.table(task, record=...) reads that bench file (an H100's run kept in a folder) and names it with
+    its provenance; a matmul task's table gives TFLOP/s, a batch's context lengths are shown as count and range,
+    and a record that is not there says so."""
+    name = "attention_h100_2026-12-05/seventh_run/bench_paged_decode_h100.json"
+    record = results.read_record(name)
+    if record is None:
+        pytest.skip(f"results/{name} is not recorded")
+    text = results.table("paged_decode", record=name)
+    assert f"results/{name}" in text and results.provenance(record["meta"]) in text
+    assert "contexts=64 of 2048-6061" in text and "contexts=64 x 4096" in text and "TFLOP/s" not in text
+    prefill = results.table("ws_attention", record=name.replace("paged_decode", "ws_attention"))
+    assert "TFLOP/s" in prefill.splitlines()[1] and " 664 " in prefill  # 663.6 TFLOP/s, the first solution row
+    assert "no recorded GPU results" in results.table("ws_attention", record="no_such_folder/bench.json")
