@@ -325,6 +325,12 @@ def test_ordinary_code_passes(source):
         # rule 12: a kernel's source must be read the same way by the grader and by Triton's interpreter, and a
         # kernel reads of the file's globals only kernels, constexprs and library names
         ("import triton\nSTASH = []\n@triton.jit\ndef k(x):\n    STASH.append(x)", [("kernel-global", 5)]),
+        # an annotation makes no constexpr: the value stays a float, which Triton refuses to read in a kernel
+        (
+            "import triton\nimport triton.language as tl\nC: tl.constexpr = 1.5\n@triton.jit\ndef k(x):\n"
+            "    tl.store(x, C)",
+            [("kernel-global", 6)],
+        ),
         ("import triton\ndef helper(v):\n    return v\n@triton.jit\ndef k(x):\n    helper(x)", [("kernel-global", 6)]),
         ("import triton\ndef k(x):\n    pass\nk = triton.jit(k)", [("jit-call", 4)]),
         ('import triton\n@triton.jit\ndef k(x):\n    """\ndef k(x):\n    """\n    pass', [("kernel-source", 5)]),
@@ -459,3 +465,14 @@ def test_a_file_too_deep_for_the_checker_is_its_failure_in_threads_side_by_side(
     monkeypatch.setattr(precheck, "compile", compiler_out_of_depth, raising=False)
     [finding] = precheck.check_bytes(fine)
     assert finding.rule == "unreadable" and "SystemError" in finding.message
+
+
+def test_a_constexpr_global_may_carry_an_annotation():
+    """`C: tl.constexpr = tl.constexpr(1.5)` is a constexpr value (every Triton from 3.6 on reads it in a kernel),
+    so the pre-check takes it as it takes `C = tl.constexpr(1.5)`; with a plain value it is told the form."""
+    kernel = "@triton.jit\ndef k(x):\n    tl.store(x, C)\n"
+    head = "import triton\nimport triton.language as tl\n"
+    assert precheck.check_source(head + "C: tl.constexpr = tl.constexpr(1.5)\n" + kernel) == []
+    assert precheck.check_source(head + "C = tl.constexpr(1.5)\n" + kernel) == []
+    [finding] = precheck.check_source(head + "C: tl.constexpr = 1.5\n" + kernel)
+    assert "`C = tl.constexpr(...)`" in finding.message and "an annotation" in finding.message

@@ -292,6 +292,8 @@ _KERNEL_GLOBAL = (
     "names of triton and torch; Triton refuses the rest when it compiles, and its interpreter would run them "
     "as Python: pass the value as an argument, or make it a tl.constexpr"
 )
+# the form that makes one: the annotation alone (`X: tl.constexpr = 1.5`) leaves a float, which Triton refuses
+_KERNEL_GLOBAL_FORM = "`{name} = tl.constexpr(...)` (an annotation, `{name}: tl.constexpr = ...`, is not one)"
 _JIT_CALL = "write @triton.jit above the function: a kernel made by a call is not read the way Triton reads it"
 _MAYBE_UNBOUND = (
     "is bound only in a branch or a function that may not run, and Triton's interpreter fills a name of "
@@ -921,7 +923,8 @@ class _Checker(ast.NodeVisitor):
             and not hasattr(builtins, node.id)
         ):
             self.report(node.lineno, node.col_offset, "kernel-global",
-                        f"`{node.id}` is not allowed in a kernel: {_KERNEL_GLOBAL}")  # fmt: skip
+                        f"`{node.id}` is not allowed in a kernel: {_KERNEL_GLOBAL}, "
+                        f"{_KERNEL_GLOBAL_FORM.format(name=node.id)}")  # fmt: skip
         if isinstance(node.ctx, ast.Load) and id(node) not in self.chain_bases:
             path = self.imported(node.id)
             if path in JIT_DECORATORS and id(node) not in self.decorators:
@@ -1075,9 +1078,11 @@ def _kernel_globals(tree: ast.Module, modules: dict[str, str]) -> set[str]:
                 for d in stmt.decorator_list
             )
             (good if kernel else bad).add(stmt.name)
-        elif isinstance(stmt, ast.Assign):
+        elif isinstance(stmt, ast.Assign) or (isinstance(stmt, ast.AnnAssign) and stmt.value is not None):
+            # `X: tl.constexpr = tl.constexpr(...)` too: Triton judges a global by its value (every version
+            # takes a constexpr one); an annotation over a plain value (`X: tl.constexpr = 42`) some refuse
             ok = constexpr(stmt.value) or alias(stmt.value)
-            for target in stmt.targets:
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name):
                         (good if ok else bad).add(name.id)
