@@ -241,7 +241,7 @@ def test_untouched_stub_reports_todo():
     assert stubs.is_untouched(TASK, ROOT), f"exercises/{TASK}.py was edited: run sync-exercises --force"
     result = grader.grade_task(TASK, "exercises", seed=SEED)
     assert result.status == TODO, full_text(result)
-    assert result.summary == f"not implemented yet: producer in exercises/{TASK}.py"
+    assert result.summary == f"not implemented yet: producer in exercises/{TASK}.py (still to write as well: consumer)"
 
 
 def test_only_the_consumer_left_is_todo_naming_it(tmp_path):

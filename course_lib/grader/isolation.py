@@ -575,6 +575,18 @@ def file_sha256(path: Path) -> str:
         return ""
 
 
+def _with_other_stubs(summary: str, path: Path) -> str:
+    """A TODO verdict names the stub that ran first (a kernel's, when the function it calls is never reached);
+    the file's other unfinished parts are named beside it, in the file's order (read as text, never run)."""
+    try:
+        data = read_task_file(path) or b""
+    except (OSError, ValueError):
+        return summary
+    named = re.findall(sources.NOT_IMPLEMENTED + r": (\w+)", data.decode("utf-8", "replace"))
+    others = [n for n in dict.fromkeys(named) if not re.search(rf"\b{re.escape(n)}\b", summary)]
+    return f"{summary} (still to write as well: {', '.join(others)})" if others else summary
+
+
 def read_task_file(path: Path) -> bytes | None:
     """The task file's bytes, read once without following a final symbolic link; None when there is
     no such file. Raises OSError for a file that cannot be read and ValueError for one too large."""
@@ -840,7 +852,8 @@ def _graded(
                 outcome = case_tools.Outcome.failed(outcome.summary, list(outcome.details))
             if outcome.status == TODO:
                 if not failures:  # nothing wrong so far: the task is simply unfinished
-                    result.status, result.summary = TODO, outcome.summary
+                    file = source_dir / f"{spec.name}.py"
+                    result.status, result.summary = TODO, _with_other_stubs(outcome.summary, file)
                     raise _Stop(result)
                 outcome = case_tools.Outcome.failed(
                     outcome.summary, [f"({outcome.summary}: the cases after this one were not run)"]
@@ -862,7 +875,8 @@ def _graded(
             if reply.get("error"):
                 error = reply["error"]
                 if error["status"] == TODO:  # a stub compiled for the check: unfinished, not wrong
-                    result.status, result.summary = TODO, error["summary"]
+                    file = source_dir / f"{spec.name}.py"
+                    result.status, result.summary = TODO, _with_other_stubs(error["summary"], file)
                     raise _Stop(result)
                 problems = [(error["summary"], error["details"])]
             else:
