@@ -69,9 +69,14 @@ class Variant:
     origin: str  # the file it was copied from, as the course names it
     changes: list[tuple[int, str, str]] = field(default_factory=list)  # (line, before, after)
     _removal: object = field(default=None, repr=False, compare=False)  # a weakref.finalize for a temporary folder
+    shown: list[str] = field(default_factory=list, repr=False, compare=False)  # the changes with a line around each
 
     def __repr__(self) -> str:
-        lines = [f"{self.task}.py: a copy of {self.origin} in {self.folder}, with these changes:"]
+        head = f"{self.task}.py: a copy of {self.origin} in {self.folder}, with these changes"
+        if self.shown:
+            return "\n".join([head + " (- the original's line, + the copy's, a line of each side around them):",
+                              *self.shown])  # fmt: skip
+        lines = [head + ":"]
         for number, before, after in self.changes:
             lines.append(f"  line {number:>3}  - {before}")
             lines.append(f"            + {after}")
@@ -111,11 +116,38 @@ def write_variant(task: str, replace: dict[str, str], source: str = "solutions",
             after = new_lines[j1 + k].strip() if j1 + k < j2 else ""
             changes.append((j1 + k + 1, before, after))
     origin = f"{source}/{path.name}" if source in ("exercises", "solutions") else str(path)
-    variant = Variant(task, target, origin, changes)
+    variant = Variant(task, target, origin, changes, shown=_shown_changes(old_lines, new_lines, matcher))
     if not folder:
         variant._removal = weakref.finalize(variant, _remove, str(target), os.getpid())
         _removals[:] = [r for r in _removals if r.alive] + [variant._removal]
     return variant
+
+
+def _shown_changes(old_lines: list[str], new_lines: list[str], matcher) -> list[str]:
+    """Each change as the learner reads a diff: the lines removed (-, numbered in the original) and added
+    (+, numbered in the copy), with the unchanged line before and after (numbered in the copy), a gap
+    between changes far apart."""
+    shown: list[str] = []
+    last = 0  # the copy's last line shown
+
+    def line(mark: str, number: int, text: str) -> None:
+        shown.append(f"  {mark} {number:>4} | {text}")
+
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if j1 >= 1 and j1 > last:
+            if shown and j1 > last + 1:
+                shown.append("    ...")
+            line(" ", j1, new_lines[j1 - 1])
+        for i in range(i1, i2):
+            line("-", i + 1, old_lines[i])
+        for j in range(j1, j2):
+            line("+", j + 1, new_lines[j])
+        if j2 < len(new_lines):
+            line(" ", j2 + 1, new_lines[j2])
+        last = j2 + 1
+    return shown
 
 
 # --------------------------------------------------------------------------------------------------
