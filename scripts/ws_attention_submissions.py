@@ -76,6 +76,12 @@ variants = {
         "Wrong on purpose: the wait for p @ v does not keep p (the wgmma's A operand, in registers) in its deps: on\nthe GPU the compiler may reuse p's registers for the next tile's probabilities while the wgmma still reads\nthem. The values come out right in the simulator; its protocol check names it.",
         [(WAIT0, "            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))\n")],
     ),
+    "wrong/ch11_ws_scores_wait_all": (
+        "Wrong on purpose: the wait for the scores leaves nothing outstanding (num_outstanding=0), so it also waits\n"
+        "for the p @ v issued after them, and without p in its deps: the overlap inside a warpgroup is lost, and on\n"
+        "the GPU nothing keeps p's registers alive while that wgmma reads them.",
+        [(WAIT1, "            scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))  # waits for p @ v too\n")],
+    ),
     "wrong/ch11_ws_no_overlap": (
         "Wrong on purpose (values right): the scores and p @ v are waited for together before the softmax, so a\nwarpgroup's softmax never runs beside its own GEMM; only the other warpgroup's GEMMs overlap it. FlashAttention-3\noverlaps both.",
         [(WAIT1, "            scores, acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(scores, acc, p))\n")],

@@ -83,11 +83,11 @@ def flash_attention_kernel(
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     # BEGIN SOLUTION
     # TODO: walk the keys with two calls of _attend, from 0 to `full` with MASKED=False and from `full` to
-    # TODO: `stop` with MASKED=True. `stop`: seq_len, or with a causal mask the end of this tile's last
-    # TODO: query, min((pid_m + 1) * BLOCK_M, seq_len): tiles wholly above the diagonal are never loaded.
-    # TODO: `full`: a multiple of BLOCK_N at or before the first key that needs a mask, never past
-    # TODO: (seq_len // BLOCK_N) * BLOCK_N; with a causal mask, pid_m * BLOCK_M rounded down to a multiple of
-    # TODO: BLOCK_N (the tile's first query), without one (seq_len // BLOCK_N) * BLOCK_N.
+    # TODO: `stop` with MASKED=True. `stop`: where the walk ends: the sequence's end, or with a causal mask
+    # TODO: the last key this tile's queries may see (no tile wholly above the diagonal is ever loaded), and
+    # TODO: never past seq_len. `full`: a multiple of BLOCK_N, the start of the first tile that holds a key
+    # TODO: needing a mask (past seq_len, or with a causal mask after this tile's first query): the tiles before
+    # TODO: it take no mask at all. Hint 4 has the two formulas.
     stop = tl.minimum((pid_m + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
     full = (pid_m * BLOCK_M // BLOCK_N) * BLOCK_N if CAUSAL else (seq_len // BLOCK_N) * BLOCK_N
     full = tl.minimum(full, (seq_len // BLOCK_N) * BLOCK_N)

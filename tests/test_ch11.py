@@ -89,6 +89,20 @@ WRONG_SUBMISSIONS = {
         (),
     ),
     # every tile walked, the ones above the diagonal with their loads masked off, over copies of k and v
+    "ch11_decode_empty_slice_nan": (
+        "paged_decode",
+        ("case 'short sequences beside a long one'", "elements are NaN computed by the kernel"),
+        ("(1, 37, 100)",),
+    ),
+    "ch11_causal_two_pass_past_diagonal": (
+        "flash_attention",
+        (
+            "a causal walk computed key tiles above the diagonal",
+            "whose query tile ends at query 63, multiplied 576 keys' worth, where the key tile holding that query "
+            "ends at key 63",
+        ),
+        (),
+    ),
     "ch11_causal_scratch_copy": (
         "flash_attention",
         (
@@ -168,6 +182,12 @@ WRONG_SUBMISSIONS = {
         ("whose A operand comes from registers, without that tensor in the deps of the wait", "deps=(acc, p)"),
         ("one key tile (1, 3, 64, 128)",),  # one key tile: its p @ v is the last, waited with p kept
     ),
+    # the count is the mistake, not the deps: the message says so rather than send the learner to deps=(acc, p)
+    "ch11_ws_scores_wait_all": (
+        "ws_attention",
+        ("waits for every wgmma in flight", "was it meant to wait for the earlier wgmma alone? num_outstanding=1"),
+        ("one key tile (1, 3, 64, 128)",),
+    ),
     # values right: the turn held through the softmax, or no turns at all (no ping-pong)
     "ch11_ws_turn_over_softmax": (
         "ws_attention",
@@ -201,9 +221,13 @@ RIGHT = {
     "ch11_attention_tall_key_tiles": "flash_attention",  # key tiles of 128 past query tiles of 32
     "ch11_attention_prefetch_next": "flash_attention",  # the next tile loaded by hand: past the walk, a masked load
     "ch11_attention_stop_past_end": "flash_attention",  # the last tile walks past seq_len (masked), 1-D grid
+    "ch11_attention_clamped_rows": "flash_attention",  # no load masks: rows clamped to the last; annotated constexpr
+    "ch11_attention_two_pass": "flash_attention",  # a softmax in two passes: q k^T twice a key tile, no rescale
     # tensor descriptors made in the kernel (Triton's tutorial's style): no masks on loads or stores
     "ch11_attention_device_descriptors": "flash_attention",
     "ch11_decode_no_split": "paged_decode",  # no split, no merge, no tl.dot
+    # slices cut from each sequence's own length, partials as log-sum-exp and a normalized output
+    "ch11_decode_lse_slices_per_sequence": "paged_decode",
     "ch11_ws_hand_over_late": "ws_attention",  # the turn handed over after the wait: less overlap, right
     "ch11_ws_rescale_before_pv": "ws_attention",  # acc rescaled in the next turn, beside q k^T
     "ch11_ws_keys_freed_late": "ws_attention",  # the key slot freed with the value slot, after p @ v's wait
@@ -683,12 +707,15 @@ def test_a_register_operand_renamed_before_its_wait_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("seed", [2021, 2022, 2025])  # probe lengths 576, 448, 320: no multiple of 128
-@pytest.mark.parametrize("folder", ["ch11_attention_prefetch_next", "ch11_attention_stop_past_end"])
+@pytest.mark.parametrize(
+    "folder", ["ch11_attention_prefetch_next", "ch11_attention_stop_past_end", "ch11_attention_clamped_rows"]
+)
 def test_what_reads_or_computes_nothing_above_the_diagonal_passes(folder, seed):
     """A load whose mask keeps no lane reads nothing (a prefetch past the walk's last tile), and tiles past
     seq_len in the last query tile's walk lie past its nominal rows, not above the diagonal: both right
     kernels pass the causal probe at probe lengths that are no multiple of their query tile (an earlier rule
-    counted every load that kept no lane, and failed them on such seeds)."""
+    counted every load that kept no lane, and failed them on such seeds; a later one took a tile's nominal rows
+    from its loads alone, which a kernel that clamps rows to the last instead of masking hides)."""
     assert ch11.probe_shape(probe_seed(seed))[0][2] % 128
     result = grader.grade_task("flash_attention", GOOD / folder, seed=seed)
     assert result.status == PASS, full_text(result)
@@ -727,3 +754,20 @@ def test_a_causal_walk_through_device_descriptors_is_probed_too(tmp_path):
     assert result.status == FAIL and "a causal walk loaded key tiles above the diagonal" in result.summary, full_text(
         result
     )
+
+
+def test_a_tasks_own_out_of_bounds_hint_replaces_the_generic_guesses():
+    """Where a task names the cause its exercise makes (flash_attention: the walk's bounds, on loads the exercise
+    keeps unmasked), the report keeps what was seen and drops the generic advice that would contradict it
+    ("add a mask", an offsets pattern's likely causes)."""
+    from course_lib.grader import cases
+
+    seen = "Seen: a run of 64 offsets just past the end of `k_ptr`. Likely cause: no mask: the last block sticks out."
+    many = "Seen: a stride pattern. Likely causes, most likely first: (1) a row length used as a stride; (2) swapped."
+    mask = "The tl.load had no mask (f.py line 3, `tl.load(p)`): add one that keeps its offsets inside the tensor, e.g."
+    assert cases._facts_only([seen, many, mask, "Nearest tensor: `k_ptr`"]) == [
+        "Seen: a run of 64 offsets just past the end of `k_ptr`.",
+        "Seen: a stride pattern.",
+        "The tl.load had no mask (f.py line 3, `tl.load(p)`).",
+        "Nearest tensor: `k_ptr`",
+    ]

@@ -950,6 +950,11 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, is_async=False, **_):
     return PendingMma(op)
 
 
+def _dep_names(deps) -> list[str]:
+    """A wait's deps as the learner would recognize them: a pending wgmma by what it computes."""
+    return [getattr(getattr(d, "op", None), "what", None) or "a tensor" for d in deps or ()]
+
+
 def warpgroup_mma_wait(num_outstanding=0, deps=None, **_):
     program = Program.now()
     who = program.partition_name()
@@ -971,6 +976,17 @@ def warpgroup_mma_wait(num_outstanding=0, deps=None, **_):
                 if alike
                 else ""
             )
+            named = any(isinstance(d, PendingMma) and d.op is op for d in deps or ())
+            if not named and int(num_outstanding) == 0 and any(isinstance(d, PendingMma) for d in deps or ()):
+                # the wait names another wgmma (the scores') and, with nothing left outstanding, completes this
+                # one too: the mistake is the count, not the deps
+                raise ProtocolError(
+                    f"{who}'s warpgroup_mma_wait(num_outstanding=0, deps=({', '.join(_dep_names(deps))})) waits for "
+                    f"every wgmma in flight, {op.what} too, which its deps do not name: was it meant to wait for "
+                    f"the earlier wgmma alone? num_outstanding=1 leaves the last one issued ({op.what}) in flight, "
+                    "running beside what comes next (the overlap inside a warpgroup); a wait of 0 here also takes "
+                    "its register operand without keeping it alive."
+                )
             raise ProtocolError(
                 f"{who} waited for {op.what}, whose A operand comes from registers, without that tensor in the "
                 f"deps of the wait that sees it complete (this warpgroup_mma_wait(num_outstanding="

@@ -291,14 +291,18 @@ def probe_shape(seed: int) -> tuple[tuple[int, int, int, int], torch.dtype]:
 class _CausalWalk:
     """A listener on a causal call's loads, stores and tl.dot products (CPU mode). Each program's query tile is
     the rows of q it has loaded since its last store (a store ends a tile's work); its nominal rows are those
-    of every lane of those loads, masked or not (the last tile's run past seq_len).
+    of every lane of those loads, masked or not, and as many as the tile's products have rows from its first:
+    the last tile's run past seq_len, whether its loads were masked there or clamped to the last row.
 
     Two things are judged, per query tile, whatever the tiles' sizes, the grid's order or the launches:
     - a load of k or v that reads rows all after the tile's last query is a key tile wholly above the
       diagonal, loaded;
-    - the tile's dot products, counted in keys walked (q k^T and p v each take BLOCK_M x BLOCK_N a key
-      tile), past the key tile that holds its nominal last query: tiles above the diagonal computed,
-      whether their loads were masked off or read copies of k and v elsewhere.
+    - the tile's dot products, counted in keys walked, past the key tile that holds its nominal last query:
+      tiles above the diagonal computed, whether their loads were masked off or read copies of k and v
+      elsewhere. The p v products count the walk (one a key tile in any form of the loop); q k^T products
+      beyond them count too, unless they go over the same key tiles again, in the same order, a whole number
+      of times (a softmax in two passes, the first for the rows' maxima, computes each key tile's scores
+      twice and no tile above the diagonal).
     A load whose mask keeps no lane reads nothing and is not judged (a prefetch of the tile after the walk's
     last, say). A walk that stops at the diagonal makes neither."""
 
@@ -330,13 +334,15 @@ class _CausalWalk:
         live = every[np.asarray(active, dtype=bool).reshape(-1)]
         queries = self._rows(self.q, live)
         if queries.size:
-            tile = self.tiles.setdefault(program, {"last": -1, "nominal": -1, "rows": set(), "dots": []})
+            tile = self.tiles.setdefault(program, {"last": -1, "nominal": -1, "first": None, "rows": set(), "dots": []})
             tile["last"] = max(tile["last"], int(queries.max()))
             # every lane's row, masked or not, as a position in its sequence: the tile's nominal extent
             head = int(queries.min()) // self.seq * self.seq
             rows = (every.astype(np.int64) - np.int64(self.q[0])) // np.int64(self.row_bytes)
             rows = rows[rows >= head]
             tile["nominal"] = max(tile["nominal"], int(rows.max()) - head)
+            first = int(rows.min()) - head
+            tile["first"] = first if tile["first"] is None else min(tile["first"], first)
             tile["rows"].update(np.unique(rows).tolist())
             return
         tile = self.tiles.get(program)
@@ -354,13 +360,22 @@ class _CausalWalk:
             if len(self.above) < 3 and example not in self.above:
                 self.above.append(example)
 
-    def dot(self, a_shape: tuple, b_shape: tuple) -> None:
+    def dot(self, a, b) -> None:
+        """A tl.dot's operands (numpy). Besides its shape, whether it shares an operand with the tile's first
+        product (a q k^T: no p exists before scores): the q k^T products share the queries, the p v ones share
+        nothing with it. That tells the two apart where their shapes do not (BLOCK_N == HEAD_DIM)."""
         from .. import hooks
 
         tile = self.tiles.get(hooks.access_program())
-        if tile is not None and len(a_shape) >= 2 and len(b_shape) >= 2:
-            batch = int(np.prod(a_shape[:-2], dtype=np.int64))
-            tile["dots"].append((batch, a_shape[-2], a_shape[-1], b_shape[-1]))
+        a_shape, b_shape = np.shape(a), np.shape(b)
+        if tile is None or len(a_shape) < 2 or len(b_shape) < 2:
+            return
+        prints = (_fingerprint(a), _fingerprint(b))
+        tile.setdefault("first_product", prints)
+        shares = prints[0] == tile["first_product"][0] or prints[1] == tile["first_product"][1]
+        batch = int(np.prod(a_shape[:-2], dtype=np.int64))
+        tile["dots"].append((batch, a_shape[-2], a_shape[-1], b_shape[-1], shares))
+        tile.setdefault("b_prints", []).append(prints[1])
 
     def _end_tile(self, program) -> None:
         """The tile's keys walked, from its products: q k^T is (BLOCK_M, HEAD_DIM) x (HEAD_DIM, BLOCK_N), p v
@@ -370,24 +385,47 @@ class _CausalWalk:
         if tile is None or not tile["dots"]:
             return
         dim = PROBE_DIM
-        shared = {n for _, _, k, n in tile["dots"] if k == dim} & {k for _, _, k, n in tile["dots"] if n == dim}
+        dots = tile["dots"]
+        shared = {n for _, _, k, n, _ in dots if k == dim} & {k for _, _, k, n, _ in dots if n == dim}
         if not shared:  # no q k^T and p v of one key tile size: not judged
             return
         step = max(shared)
-        height = max(max(m for _, m, _, _ in tile["dots"]), len(tile["rows"]))  # the query tile's rows
-        counted = sum(b * m for b, m, k, n in tile["dots"] if (k, n) in ((dim, step), (step, dim)))
-        walked = counted / (2 * height) * step  # q k^T and p v: two products a key tile of height rows
+        height = max(max(m for _, m, _, _, _ in dots), len(tile["rows"]))  # the query tile's rows
+        # q k^T: (dim, step) products; p v: (step, dim) ones; where the two shapes are one (step == dim), the
+        # products that share an operand with the tile's first are q k^T
+        is_scores = [(k, n) == (dim, step) and (q or step != dim) for _, _, k, n, q in dots]
+        is_values = [(k, n) == (step, dim) and not (q and step == dim) for _, _, k, n, q in dots]
+        scores = sum(d[0] * d[1] for d, yes in zip(dots, is_scores) if yes) / height * step
+        values = sum(d[0] * d[1] for d, yes in zip(dots, is_values) if yes) / height * step
+        # q k^T over the same key tiles again, a whole number of times (a softmax in two passes: the first for
+        # the rows' maxima): the walk is p v's. The key tiles multiplied must repeat in the same order, so that
+        # a first pass that runs past the diagonal (over tiles the second does not take) is not one
+        keys = [key for key, yes in zip(tile["b_prints"], is_scores) if yes]
+        passes = round(scores / values) if values else 0
+        period = len(keys) // passes if passes >= 2 and len(keys) % passes == 0 else 0
+        repeated = period > 0 and abs(scores / values - passes) < 0.05
+        repeated = repeated and all(key == keys[i % period] for i, key in enumerate(keys))
+        walked = values if repeated else max(scores, values)
         self.walks += 1
-        needed = -(-(tile["nominal"] + 1) // step) * step  # to the end of the key tile holding the diagonal
+        # the tile's nominal last query: its lanes' last row, or its first row and the products' height where
+        # its loads were clamped (rows past seq_len read as the last row)
+        nominal = max(tile["nominal"], (tile["first"] or 0) + height - 1)
+        needed = -(-(nominal + 1) // step) * step  # to the end of the key tile holding the diagonal
         if walked > needed + step / 2:  # half a tile's slack: a small extra product is not a walk
             self.wasted += 1
-            example = (list(program[1]), tile["nominal"], int(walked), needed)
+            example = (list(program[1]), nominal, int(walked), needed)
             if len(self.computed) < 3:
                 self.computed.append(example)
 
     def close(self) -> None:
         for program in list(self.tiles):
             self._end_tile(program)
+
+
+def _fingerprint(values) -> int:
+    """A product's operand, as a number that is the same for the same values (a query tile used again)."""
+    data = np.ascontiguousarray(values)
+    return hash((data.shape, str(data.dtype), data.tobytes()))
 
 
 # the probe's keys and values from this row on are NaN: a program whose queries all come before it reads
@@ -568,6 +606,10 @@ def _decode_cases(mode: str) -> list[Case]:
         # past 2048 tokens the launcher cuts slices of several steps each: the online softmax's rescale from one
         # step to the next is tested only here (the cases above fill the GPU with slices of one step)
         ((2, 2, 64), BF16, "long contexts, several steps a slice", 1, 16, (6000, 2500)),
+        # a long sequence makes many slices, and a short one beside it has slices with no token: a slice that
+        # saw none must merge as nothing (its sum 0, its max -inf), not as NaN, whether the slices are cut from
+        # the table's width (the solution) or from each sequence's own length
+        ((3, 2, 64), F16, "short sequences beside a long one", 1, 16, (1, 2100, 20)),
     ]
     cases = [Case(s, d, label, params=(("kv_heads", h), ("page", p), ("contexts", c))) for s, d, label, h, p, c in rows]
     cases.append(Case((2, 2, 64), BF16, "large scores", params=(("kv_heads", 1), ("page", 16), ("contexts", (70, 45)),
@@ -1185,25 +1227,32 @@ register(
             "wait. Tile j >= 1 issues one more GEMM in its turn, the previous tile's p @ v, right after the "
             "scores'. wgmma groups complete in the order they were issued: that is what lets you wait for the "
             "scores alone and run the softmax while p @ v is still running.",
-            "The turn of key tile j >= 1 is key tile 0's turn with one more GEMM: "
-            "mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE)); k_t = k_bufs.index(s).reshape([BLOCK_N, "
-            "HEAD_DIM]).permute((1, 0)); scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True); "
-            "acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True); "
-            "mbarrier.arrive(turn.index(1 - ROLE), count=1); turns += 1.",
-            "The overlap: wgmma groups complete in issue order, so scores = warpgroup_mma_wait(num_outstanding=1, "
-            "deps=(scores,)) waits for q k^T alone and leaves p @ v running. q k^T has read key slot s: free it "
-            "at once, mbarrier.arrive(k_empty.index(s), count=1) (the producer refills it while you compute). "
-            "Run the softmax then: p_next, m_i, "
-            "l_i, alpha = _softmax_step(scores, m_i, l_i, j, j == n_kv - 1, rows, seq_len, qk_scale, q_tile.dtype, "
-            "CAUSAL, BLOCK_N, s_layout, o_layout).",
-            "Then acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p)) (p in deps keeps its registers "
-            "alive until p @ v has read them); only now free the value slot, mbarrier.arrive(v_empty.index(prev), "
-            "count=1), and rescale: acc = acc * gl.expand_dims(alpha, 1); p = p_next.",
-            "_softmax_step gets the scores already masked (-inf) on the tiles that need it. In log2 units: m_new = "
-            "gl.maximum(m_i, gl.max(scores, axis=1) * qk_scale); probs = gl.exp2(scores * qk_scale - "
-            "gl.expand_dims(m_new, 1)); alpha = gl.exp2(m_i - m_new); l_i = l_i * alpha + gl.sum(probs, axis=1). "
-            "Return gl.convert_layout(probs.to(dtype), p_layout), m_new, l_i, gl.convert_layout(alpha, "
-            "gl.SliceLayout(1, o_layout)) (acc lives in o_layout, alpha in the scores' row layout).",
+            "Inside the turn of key tile j >= 1, in this order: wait for your turn (the phase from the turn counter, "
+            "as in tile 0's turn), issue q k^T on key slot s, issue the previous tile's p @ v on value slot prev "
+            "(into acc), hand the turn over and count it. Both GEMMs are issued asynchronously: nothing inside the "
+            "turn waits for a GEMM, so the turn is short and the other warpgroup's GEMMs follow at once.",
+            "After the turn, the overlap: wait for the scores alone. A wait that leaves one wgmma outstanding "
+            "returns when all but the last one issued (p @ v) are done. q k^T has then read key slot s: free it "
+            "at once, so the producer refills it while you compute. Then run _softmax_step on the scores (masked "
+            "only on the walk's last tile), and keep its new probabilities under a name of their own: the p @ v "
+            "still in flight reads p.",
+            "After the softmax: wait for everything left (none outstanding), with both acc and p in the wait's "
+            "deps: p's registers must stay alive until p @ v has read them. Only after that wait free value slot "
+            "prev, then rescale acc by alpha (in acc's layout), and let the new probabilities become p.",
+            "_softmax_step, in log2 units (the scores times qk_scale): the new row max is the larger of the old "
+            "one and the tile's; the probabilities are 2 to the (scaled score minus the new max); alpha, 2 to the "
+            "(old max minus the new), rescales the running sum before this tile's row sums are added. Return the "
+            "probabilities in the dtype and layout the p @ v wgmma reads (p_layout), and alpha in acc's row "
+            "layout (gl.SliceLayout(1, o_layout)): the scores' row layout is not acc's.",
+            "Last resort, the loop body's calls: mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE)); "
+            "k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)); scores = warpgroup_mma(q_tile, "
+            "k_t, s_zero, use_acc=False, is_async=True); acc = warpgroup_mma(p, v_bufs.index(prev).reshape("
+            "[BLOCK_N, HEAD_DIM]), acc, is_async=True); mbarrier.arrive(turn.index(1 - ROLE), count=1); turns += 1; "
+            "scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,)); mbarrier.arrive(k_empty.index(s), "
+            "count=1); p_next, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, j, j == n_kv - 1, rows, seq_len, "
+            "qk_scale, q_tile.dtype, CAUSAL, BLOCK_N, s_layout, o_layout); acc, p = warpgroup_mma_wait("
+            "num_outstanding=0, deps=(acc, p)); mbarrier.arrive(v_empty.index(prev), count=1); acc = acc * "
+            "gl.expand_dims(alpha, 1); p = p_next.",
             "CPU mode runs your cases in the course's Gluon simulator (a protocol mistake is named there), runs "
             "one more launch there to see whether each warpgroup's softmax overlaps its own GEMMs and runs "
             "outside its turn, then compiles the kernel for sm_90 and checks its structure; its speed needs a "
