@@ -202,7 +202,8 @@ def run() -> list[Finding]:
             Finding(
                 OK,
                 "not in the interpreter",
-                "Gluon kernels and timing need a GPU; tl.range(num_stages=, warp_specialize=) are ignored here",
+                "Gluon kernels run in the course's simulator (for their values and barrier protocol, not their "
+                "speed), timing needs a GPU; tl.range(num_stages=, warp_specialize=) are ignored here",
             )
         )
     root = runtime.course_root()

@@ -86,11 +86,26 @@ def _cmd_check(args) -> int:
             available = sandbox.available()
             why = available.reason if not available.ok else "COURSE_SANDBOX=off"
             print(f"note: {sources.display(sources.resolve(source))} was graded without the sandbox ({why})")
-        elif (missing := sandbox.known_unavailable()) and not args.solutions:
-            # one's own work needs no sandbox, so no trial sandbox is made for this note (`doctor` makes one)
+        elif (missing := sandbox.known_unavailable()) and not args.solutions and _first_time("no-sandbox"):
+            # one's own work needs no sandbox, so no trial sandbox is made for this note (`doctor` makes one);
+            # said once on this machine, not after every check (`doctor` says it again)
             print(f"note: no sandbox on this machine ({missing}): fine for your own work; "
-                  "grading a room needs one")  # fmt: skip
+                  "grading a room needs one (said once; `python -m course_lib doctor` says it again)")  # fmt: skip
     return 0 if all(report.settled(r) for r in results) else 1
+
+
+def _first_time(note: str) -> bool:
+    """True the first time ``note`` is asked for on this machine (a marker in the course's cache), and
+    wherever the marker cannot be written (then the note is said every time rather than never)."""
+    marker = runtime.cache_root() / "notes" / note
+    if marker.exists():
+        return False
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass
+    return True
 
 
 def _cmd_grade(args) -> int:

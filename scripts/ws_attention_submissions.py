@@ -80,7 +80,12 @@ variants = {
         "Wrong on purpose: the wait for the scores leaves nothing outstanding (num_outstanding=0), so it also waits\n"
         "for the p @ v issued after them, and without p in its deps: the overlap inside a warpgroup is lost, and on\n"
         "the GPU nothing keeps p's registers alive while that wgmma reads them.",
-        [(WAIT1, "            scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))  # waits for p @ v too\n")],
+        [
+            (
+                WAIT1,
+                "            scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))  # waits for p @ v too\n",
+            )
+        ],
     ),
     "wrong/ch11_ws_no_overlap": (
         "Wrong on purpose (values right): the scores and p @ v are waited for together before the softmax, so a\nwarpgroup's softmax never runs beside its own GEMM; only the other warpgroup's GEMMs overlap it. FlashAttention-3\noverlaps both.",

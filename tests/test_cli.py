@@ -182,3 +182,16 @@ def test_check_of_several_tasks_prints_each_line_as_it_is_graded(cli):
     assert all(" PASS " in line for line in numbered)
     assert "2 of 2 tasks pass" in lines
     assert any("graded on a GPU only" in line for line in lines)
+
+
+def test_a_machine_wide_note_is_said_once(tmp_path, monkeypatch):
+    """`check`'s note that the machine has no sandbox (which one's own work does not need) is said the first
+    time only: a marker in the course's cache; where none can be written it is said every time, never lost."""
+    from course_lib import cli
+
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    assert cli._first_time("no-sandbox") is True
+    assert cli._first_time("no-sandbox") is False
+    assert cli._first_time("another") is True
+    monkeypatch.setenv("COURSE_CACHE", "/proc/no-such-place")
+    assert cli._first_time("no-sandbox") is True and cli._first_time("no-sandbox") is True
