@@ -87,6 +87,12 @@ variants = {
             )
         ],
     ),
+    "wrong/ch11_ws_ring_too_deep": (
+        "Wrong on purpose: three key slots and three value slots. At head dim 128 the rings and the query and output\n"
+        "tiles ask for more shared memory than a Hopper block may have (227 KB): the launch fails on the GPU. At head\n"
+        "dim 64 it fits, and the simulator has no such limit.",
+        [("BLOCK_M, NUM_BUFFERS = 64, 2", "BLOCK_M, NUM_BUFFERS = 64, 3")],
+    ),
     "wrong/ch11_ws_no_overlap": (
         "Wrong on purpose (values right): the scores and p @ v are waited for together before the softmax, so a\nwarpgroup's softmax never runs beside its own GEMM; only the other warpgroup's GEMMs overlap it. FlashAttention-3\noverlaps both.",
         [(WAIT1, "            scores, acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(scores, acc, p))\n")],

@@ -89,6 +89,11 @@ WRONG_SUBMISSIONS = {
         (),
     ),
     # every tile walked, the ones above the diagonal with their loads masked off, over copies of k and v
+    "ch11_decode_group_tile_16": (
+        "paged_decode",
+        ("case '24 query heads a KV head'", "NaN computed by the kernel"),
+        ("(1, 37, 100)",),
+    ),
     "ch11_decode_empty_slice_nan": (
         "paged_decode",
         ("case 'short sequences beside a long one'", "elements are NaN computed by the kernel"),
@@ -187,6 +192,12 @@ WRONG_SUBMISSIONS = {
         "ws_attention",
         ("waits for every wgmma in flight", "was it meant to wait for the earlier wgmma alone? num_outstanding=1"),
         ("one key tile (1, 3, 64, 128)",),
+    ),
+    # values right in the simulator, which has no shared memory limit: the compiled kernel's size is judged
+    "ch11_ws_ring_too_deep": (
+        "ws_attention",
+        ("the kernel asks for more shared memory than a Hopper block can have", "262,584 bytes of shared memory"),
+        (),
     ),
     # values right: the turn held through the softmax, or no turns at all (no ping-pong)
     "ch11_ws_turn_over_softmax": (

@@ -610,6 +610,9 @@ def _decode_cases(mode: str) -> list[Case]:
         # saw none must merge as nothing (its sum 0, its max -inf), not as NaN, whether the slices are cut from
         # the table's width (the solution) or from each sequence's own length
         ((3, 2, 64), F16, "short sequences beside a long one", 1, 16, (1, 2100, 20)),
+        # more query heads a KV head than a tile of 16 rows holds, and no power of two: a group's tile that is
+        # fixed at 16 rows leaves heads uncomputed
+        ((1, 24, 64), BF16, "24 query heads a KV head", 1, 16, (90,)),
     ]
     cases = [Case(s, d, label, params=(("kv_heads", h), ("page", p), ("contexts", c))) for s, d, label, h, p, c in rows]
     cases.append(Case((2, 2, 64), BF16, "large scores", params=(("kv_heads", 1), ("page", 16), ("contexts", (70, 45)),
@@ -1095,6 +1098,9 @@ def _turn_facts(timelines: list[dict], consumers: list[str]) -> dict:
     return {"barriers": turn, "held": held}
 
 
+HOPPER_SHARED_BYTES = 232448  # the most shared memory one block may have on sm_90 (227 KB, opted in)
+
+
 def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
     if not facts.get("launches"):
         return [(False, "the launcher launched no kernel", ["ws_attention(...) must launch ws_attention_kernel"])]
@@ -1112,6 +1118,12 @@ def judge_ws_attention(facts: dict) -> list[tuple[bool, str, list[str]]]:
         f"registers requested; setmaxnreg {', '.join(facts.get('setmaxnreg', [])) or 'none'}; {facts.get('wgmma')} "
         f"wgmma.mma_async, {facts.get('tma_loads')} TMA loads, {facts.get('mbarrier_waits')} mbarrier waits; "
         f"{facts.get('shared', 0) // 1024} KB of shared memory"])]  # fmt: skip
+    if facts.get("shared", 0) > HOPPER_SHARED_BYTES:
+        checks.append((False, "the kernel asks for more shared memory than a Hopper block can have", [
+            f"{where}: {facts['shared']:,} bytes of shared memory, where an H100's or H200's block may have "
+            f"{HOPPER_SHARED_BYTES:,} (227 KB): the launch would fail on the GPU. Each ring slot of keys or values "
+            "at head dim 128 holds a 128 x 128 tile (32 KB): fewer slots (NUM_BUFFERS), or smaller "
+            "tiles"]))  # fmt: skip
     if 4 not in workers or facts.get("num_warps", 0) < 9:
         checks.append((False, "no second consumer warpgroup: the ping-pong needs two", [
             f"{where}: worker partitions of {workers} warps. FlashAttention-3's structure has two consumer "
