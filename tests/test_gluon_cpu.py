@@ -346,3 +346,21 @@ def test_a_pointer_argument_has_its_gluon_dtype(tmp_path):
     with gluon_cpu.launches_simulated(seed=0):
         module.twice[(1,)](x, out, 100, BLOCK=128, num_warps=4)
     assert torch.equal(out, (x * 2).half())
+
+
+def test_a_kernels_integer_division_rounds_toward_zero_as_on_the_gpu():
+    """Gluon's // and % on integers are arith.divsi and arith.remsi (C's rule, toward zero), not Python's floor:
+    the simulator's scalars and tensors do the same, so a phase or an index written with Python's rule in mind
+    is wrong here as on the GPU. Floats keep floor division."""
+    import torch
+
+    from course_lib.gluon_cpu import language as L
+
+    assert (L.Scalar(-1) // 2, L.Scalar(-3) % 2, L.Scalar(7) // -2, L.Scalar(7) % -2) == (0, -1, -3, 1)
+    assert (5 // L.Scalar(-2), -5 % L.Scalar(3), L.Scalar(6) // 3, L.Scalar(7) % 3) == (-2, -2, 2, 1)
+    assert isinstance(L.Scalar(-1) // 2, L.Scalar)
+    ints = L.Value(torch.tensor([-3, -1, 1, 3], dtype=torch.int32))
+    assert (ints // 2).data.tolist() == [-1, 0, 0, 1] and (ints % 2).data.tolist() == [-1, -1, 1, 1]
+    assert (-7 // L.Value(torch.tensor([2], dtype=torch.int32))).data.tolist() == [-3]
+    floats = L.Value(torch.tensor([-3.0, 3.0]))
+    assert (floats // 2).data.tolist() == [-2.0, 1.0]

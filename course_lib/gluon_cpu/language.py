@@ -174,10 +174,10 @@ class Value:
         return self._op(o, torch.true_divide, True)
 
     def __rfloordiv__(self, o):
-        return self._op(o, torch.floor_divide, True)
+        return self._op(o, _tensor_div, True)
 
     def __rmod__(self, o):
-        return self._op(o, torch.remainder, True)
+        return self._op(o, _tensor_mod, True)
 
     def __xor__(self, o):
         return self._op(o, torch.bitwise_xor)
@@ -216,10 +216,10 @@ class Value:
         return Value(-self.data, self.layout)
 
     def __floordiv__(self, o):
-        return self._op(o, torch.floor_divide)
+        return self._op(o, _tensor_div)
 
     def __mod__(self, o):
-        return self._op(o, torch.remainder)
+        return self._op(o, _tensor_mod)
 
     def __and__(self, o):
         return self._op(o, torch.bitwise_and)
@@ -245,6 +245,43 @@ class Value:
 
 def _scalar_result(value):
     return Scalar(value) if type(value) is int else value
+
+
+# A kernel's integer // and % are the GPU's: arith.divsi and arith.remsi, which round toward zero (C's rule), not
+# Python's floor. (-1) // 2 is 0 there and (-1) % 2 is -1: a phase or an index written with Python's rule in mind
+# (a negative count divided, a reversal by (-1 - i) % n) is right in Python and wrong on the GPU.
+def _c_div(a, b):
+    if not (_plain_int(a) and _plain_int(b)):
+        return NotImplemented
+    q = abs(int(a)) // abs(int(b))
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _c_mod(a, b):
+    q = _c_div(a, b)
+    return NotImplemented if q is NotImplemented else int(a) - int(b) * q
+
+
+def _plain_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _tensor_div(a, b):
+    if _integer(a) and _integer(b):
+        return torch.div(a, b, rounding_mode="trunc")
+    return torch.floor_divide(a, b)
+
+
+def _tensor_mod(a, b):
+    if _integer(a) and _integer(b):
+        return torch.fmod(a, b)  # the dividend's sign, as srem
+    return torch.remainder(a, b)
+
+
+def _integer(x) -> bool:
+    if isinstance(x, torch.Tensor):
+        return not x.dtype.is_floating_point and x.dtype != torch.bool
+    return _plain_int(x)
 
 
 class Scalar(int):
@@ -276,16 +313,16 @@ class Scalar(int):
         return _scalar_result(int.__rmul__(self, o))
 
     def __floordiv__(self, o):
-        return _scalar_result(int.__floordiv__(self, o))
+        return _scalar_result(_c_div(int(self), o))
 
     def __rfloordiv__(self, o):
-        return _scalar_result(int.__rfloordiv__(self, o))
+        return _scalar_result(_c_div(o, int(self)))
 
     def __mod__(self, o):
-        return _scalar_result(int.__mod__(self, o))
+        return _scalar_result(_c_mod(int(self), o))
 
     def __rmod__(self, o):
-        return _scalar_result(int.__rmod__(self, o))
+        return _scalar_result(_c_mod(o, int(self)))
 
     def __and__(self, o):
         return _scalar_result(int.__and__(self, o))
