@@ -97,20 +97,24 @@ variants = {
         "Wrong on purpose: the snake's backward round written with Python's remainder in mind, base + (-1 - item) %\n"
         "NUM_SMS. A kernel's % rounds toward zero as C's does (srem): the remainder is negative, so in a full backward\n"
         "round some items are computed twice and others never.",
-        [(
-            "        item = gl.where(back, base + NUM_SMS - 1 - item % NUM_SMS, item)\n",
-            "        item = gl.where(back, base + (-1 - item) % NUM_SMS, item)  # wrong: Python's %, not the GPU's\n",
-        )],
+        [
+            (
+                "        item = gl.where(back, base + NUM_SMS - 1 - item % NUM_SMS, item)\n",
+                "        item = gl.where(back, base + (-1 - item) % NUM_SMS, item)  # wrong: Python's %, not the GPU's\n",
+            )
+        ],
     ),
     "wrong/ch11_ws_empty_phase_floor": (
         "Wrong on purpose: the producer waits for a slot's release at phase ((t - NUM_BUFFERS) // NUM_BUFFERS) & 1,\n"
         "the phase of the slot's previous tile, -1's for the first NUM_BUFFERS tiles: odd under Python's floor, which\n"
         "a fresh barrier passes. A kernel's // rounds toward zero (divsi): that phase is 0 for t = 1, and the\n"
         "producer waits for a release that never comes.",
-        [(
-            "    mbarrier.wait(empty.index(s), ((t // NUM_BUFFERS) & 1) ^ 1)\n",
-            "    mbarrier.wait(empty.index(s), ((t - NUM_BUFFERS) // NUM_BUFFERS) & 1)  # wrong: Python's //\n",
-        )],
+        [
+            (
+                "    mbarrier.wait(empty.index(s), ((t // NUM_BUFFERS) & 1) ^ 1)\n",
+                "    mbarrier.wait(empty.index(s), ((t - NUM_BUFFERS) // NUM_BUFFERS) & 1)  # wrong: Python's //\n",
+            )
+        ],
     ),
     "wrong/ch11_ws_no_overlap": (
         "Wrong on purpose (values right): the scores and p @ v are waited for together before the softmax, so a\nwarpgroup's softmax never runs beside its own GEMM; only the other warpgroup's GEMMs overlap it. FlashAttention-3\noverlaps both.",
