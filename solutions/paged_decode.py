@@ -59,7 +59,8 @@ def decode_partial_kernel(
     # BEGIN SOLUTION
     # TODO: walk the pages of this slice, from first up to (not including) last, TILE_PAGES pages a step: each
     # TODO: of the step's tokens gets its page's number from the block table (pages from last on are not this
-    # TODO: slice's: mask them, and never read their table entries), then the step's keys as one
+    # TODO: slice's: mask them, and never read their table entries), widened to int64 (page * stride_kp passes
+    # TODO: 2^31 in a cache of 4 GiB, which no case here is), then the step's keys as one
     # TODO: (HEAD_DIM, TILE_PAGES * PAGE) tile and its values (head_dim is contiguous in the caches), the scores
     # TODO: of masked tokens and of tokens at or past the context set to -inf, and the online softmax of
     # TODO: chapter 05 in log2 units (m_i, l_i, acc, rescaled when m grows).

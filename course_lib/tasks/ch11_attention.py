@@ -946,8 +946,11 @@ register(
             "step to keep the memory busy): for p0 in range(first, last, TILE_PAGES).",
             "A step's token t (offs_t, TILE_PAGES * PAGE of them) lies in the sequence's page pages_at = p0 + "
             "offs_t // PAGE, at row offs_t % PAGE of it. Its page number is a gathered load, page = "
-            "tl.load(block_table_ptr + b * stride_tb + pages_at, mask=pages_at < last, other=0): pages from last "
-            "on belong to the next slice, or to no page at all. Key t is then at page * stride_kp + (offs_t % "
+            "tl.load(block_table_ptr + b * stride_tb + pages_at, mask=pages_at < last, other=0).to(tl.int64): "
+            "pages from last on belong to the next slice, or to no page at all, and the number is an int32 whose "
+            "product with stride_kp passes 2^31 once a cache holds 2^31 elements (4 GiB of bf16, a small cache on "
+            "a server), so widen it first (the course's cases are too small to show it). Key t is then at page * "
+            "stride_kp + (offs_t % "
             "PAGE) * stride_kt + kv_head * stride_kh, its dims along the other axis; mask the loads the same way, "
             "and set to -inf the scores of masked tokens and of those at or past context_lens[b].",
             "Grouped query heads: the frame has loaded this KV head's GROUP query heads as q, one (BLOCK_G, "
