@@ -269,8 +269,12 @@ def test_wrong_submission_is_rejected(folder):
         assert shape not in failed, f"{shape} should pass for {folder}:\n{failed}"
 
 
+# graded at seeds of their own (the probe's head dim is drawn from the seed): what they fail, and at which seed
+WRONG_AT_SEED = {"ch11_causal_stop_by_key_tile": 2019}
+
+
 def test_every_ch11_wrong_submission_is_listed():
-    assert {p.parent.name for p in WRONG.glob("ch11_*/*.py")} == set(WRONG_SUBMISSIONS)
+    assert {p.parent.name for p in WRONG.glob("ch11_*/*.py")} == set(WRONG_SUBMISSIONS) | set(WRONG_AT_SEED)
     assert {p.parent.name for p in GOOD.glob("ch11_*/*.py")} == set(RIGHT)
 
 
@@ -724,7 +728,7 @@ def test_a_register_operand_renamed_before_its_wait_is_named(tmp_path):
             module.ws_attention(q, k, v, torch.empty_like(q), True, 0.125, sms=1)
 
 
-@pytest.mark.parametrize("seed", [2021, 2022, 2025])  # probe lengths 576, 448, 320: no multiple of 128
+@pytest.mark.parametrize("seed", [2021, 2022, 2025, 2019])  # lengths 576, 448, 320, 320 (head dim 128): no 128s
 @pytest.mark.parametrize(
     "folder", ["ch11_attention_prefetch_next", "ch11_attention_stop_past_end", "ch11_attention_clamped_rows"]
 )
@@ -789,3 +793,13 @@ def test_a_tasks_own_out_of_bounds_hint_replaces_the_generic_guesses():
         "The tl.load had no mask (f.py line 3, `tl.load(p)`).",
         "Nearest tensor: `k_ptr`",
     ]
+
+
+def test_a_walk_that_wastes_tiles_at_head_dim_128_only_fails_where_the_probe_draws_128():
+    """The probe draws its head dim (64 or 128) from the grading seed: a kernel whose causal stop is right only
+    with square tiles (it takes 64 x 64 at head dim 64, 32 x 64 at 128) fails at a seed that draws 128."""
+    assert ch11.probe_shape(probe_seed(2019))[0][3] == 128 and ch11.probe_shape(probe_seed(SEED))[0][3] == 64
+    result = grader.grade_task("flash_attention", WRONG / "ch11_causal_stop_by_key_tile", seed=2019)
+    assert result.status == FAIL and "a causal walk" in result.summary and "above the diagonal" in result.summary, (
+        full_text(result)
+    )

@@ -275,17 +275,20 @@ def _attention_bytes(case: Case) -> int:
 # --------------------------------------------------------------------------------------------------
 # the causal walk stops at the diagonal: tiles wholly above it are never loaded
 
-PROBE_DIM = 64
-# the probe's sequence length, batch and heads are drawn from the grading seed: a launcher cannot tell the
-# probe's call from a case's by a fixed shape (and walk every tile everywhere else)
+PROBE_DIM = 64  # the probe's head dim where the seed does not draw 128
+# the probe's sequence length, batch, heads and head dim are drawn from the grading seed: a launcher cannot tell
+# the probe's call from a case's by a fixed shape (and walk every tile everywhere else), and a walk that wastes
+# tiles at one head dim only (its tiles chosen per head dim, not square at 128) meets the probe at either
 PROBE_SEQS = (320, 384, 448, 512, 576, 640)
+PROBE_DIMS = (PROBE_DIM, 128)
 
 
 def probe_shape(seed: int) -> tuple[tuple[int, int, int, int], torch.dtype]:
-    """(batch, heads, seq, PROBE_DIM) and the dtype of the causal-walk probe graded with ``seed``."""
+    """(batch, heads, seq, head dim) and the dtype of the causal-walk probe graded with ``seed``."""
     draw = np.random.default_rng(seed)
-    shape = (int(draw.integers(1, 3)), int(draw.integers(1, 3)), int(draw.choice(PROBE_SEQS)), PROBE_DIM)
-    return shape, (F16, BF16)[int(draw.integers(0, 2))]
+    batch, heads, seq = int(draw.integers(1, 3)), int(draw.integers(1, 3)), int(draw.choice(PROBE_SEQS))
+    dtype = (F16, BF16)[int(draw.integers(0, 2))]
+    return (batch, heads, seq, int(draw.choice(PROBE_DIMS))), dtype
 
 
 class _CausalWalk:
@@ -307,7 +310,8 @@ class _CausalWalk:
     last, say). A walk that stops at the diagonal makes neither."""
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        self.row_bytes = PROBE_DIM * q.element_size()
+        self.dim = q.shape[-1]
+        self.row_bytes = self.dim * q.element_size()
         self.seq = q.shape[-2]  # rows count through the (batch, head) pairs: row % seq is the position
         self.q = (q.data_ptr(), q.data_ptr() + q.numel() * q.element_size())
         self.keys = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in (k, v)]
@@ -384,7 +388,7 @@ class _CausalWalk:
         tile = self.tiles.pop(program, None)
         if tile is None or not tile["dots"]:
             return
-        dim = PROBE_DIM
+        dim = self.dim
         dots = tile["dots"]
         shared = {n for _, _, k, n, _ in dots if k == dim} & {k for _, _, k, n, _ in dots if n == dim}
         if not shared:  # no q k^T and p v of one key tile size: not judged
@@ -445,7 +449,7 @@ def probe_causal_walk(module, entry, seed: int = 11) -> dict:
     gen = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(*shape, generator=gen).to(dtype) for _ in range(3))
     early = slice(0, POISONED_FROM)
-    expected = attention_reference(*(t[..., early, :].double() for t in (q, k, v)), True, PROBE_DIM**-0.5)
+    expected = attention_reference(*(t[..., early, :].double() for t in (q, k, v)), True, shape[-1] ** -0.5)
     k[..., POISONED_FROM:, :] = float("nan")
     v[..., POISONED_FROM:, :] = float("nan")
     cpu = runtime.is_cpu()
@@ -457,7 +461,7 @@ def probe_causal_walk(module, entry, seed: int = 11) -> dict:
         hooks.access_listeners.append(walk)
         hooks.dot_listeners.append(walk.dot)
     try:
-        entry(q=q, k=k, v=v, out=out, causal=True, sm_scale=PROBE_DIM**-0.5)
+        entry(q=q, k=k, v=v, out=out, causal=True, sm_scale=shape[-1] ** -0.5)
     finally:
         if walk is not None:
             hooks.access_listeners.remove(walk)
