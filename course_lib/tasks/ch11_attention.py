@@ -45,8 +45,10 @@ def _attention_cases(mode: str) -> list[Case]:
         ((1, 1, 200, 128), F16, "head dim 128 causal", True),
     ]
     cases = [Case(s, d, label, params=(("causal", c),)) for s, d, label, c in rows]
-    # q, k, v and out as (batch, seq, heads, dim) memory seen as (batch, heads, seq, dim): what a fused
-    # QKV projection gives; a kernel that assumes contiguous heads reads the wrong rows
+    # q and k as (batch, seq, heads, dim) memory seen as (batch, heads, seq, dim): what a fused QKV projection
+    # gives; a kernel that assumes contiguous heads reads the wrong rows. v's rows lie twice their length apart
+    # (a view of wider rows) and out is contiguous: four tensors in three layouts, so that one tensor's strides
+    # passed for another's (q's for out, k's for v) read or write the wrong places
     cases.append(Case((2, 3, 65, 64), F16, "heads interleaved", params=(("causal", True), ("interleaved", True))))
     cases.append(Case((1, 1, 150, 64), F16, "large scores", params=(("causal", False), ("scale", 12.0))))
     if mode != runtime.CPU:
@@ -71,9 +73,10 @@ def _attention_inputs(case: Case, gen: torch.Generator) -> dict:
     k = _qkv(case, gen, scale)
     v = _qkv(case, gen, 1.0)
     batch, heads, seq, dim = case.shape
-    out = torch.empty(batch, seq, heads, dim, dtype=case.dtype, device=gen.device).transpose(1, 2)
-    if not case.options.get("interleaved"):
-        out = torch.empty(case.shape, dtype=case.dtype, device=gen.device)
+    if case.options.get("interleaved"):  # v's rows padded to twice their length; out contiguous
+        wide = torch.randn(batch, heads, seq, 2 * dim, generator=gen, device=gen.device).to(case.dtype)
+        v = wide[..., :dim]
+    out = torch.empty(case.shape, dtype=case.dtype, device=gen.device)
     return {"q": q, "k": k, "v": v, "out": out, "causal": bool(case.options.get("causal", False)),
             "sm_scale": 1.0 / math.sqrt(dim)}  # fmt: skip
 
