@@ -88,22 +88,22 @@ def flash_attention_kernel(
 
 
 @triton.jit
-def _copy4(src, dst, B, H, S, D, s0, s1, s2, s3, BLOCK: tl.constexpr):
+def _copy4(src, dst, B, H, S, D, s0, s1, s2, s3, t0, t1, t2, t3, BLOCK: tl.constexpr):
     o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     n = B * H * S * D
     d = o % D
     s = (o // D) % S
     h = (o // (D * S)) % H
     b = o // (D * S * H)
-    off = b * s0 + h * s1 + s * s2 + d * s3
-    tl.store(dst + off, tl.load(src + off, mask=o < n), mask=o < n)
+    read = b * s0 + h * s1 + s * s2 + d * s3
+    tl.store(dst + b * t0 + h * t1 + s * t2 + d * t3, tl.load(src + read, mask=o < n), mask=o < n)
 
 
 def flash_attention(q, k, v, out, causal, sm_scale):
     B, H, S, D = q.shape
     k2, v2 = torch.empty_like(k), torch.empty_like(v)
     for src, dst in ((k, k2), (v, v2)):
-        _copy4[(triton.cdiv(src.numel(), 1024),)](src, dst, B, H, S, D, *src.stride(), BLOCK=1024)
+        _copy4[(triton.cdiv(src.numel(), 1024),)](src, dst, B, H, S, D, *src.stride(), *dst.stride(), BLOCK=1024)
     k, v = k2, v2
     batch, heads, seq_len, head_dim = q.shape
     block_m, block_n = 128, 64  # 128 query rows share each K/V tile; 64 keys a tile keep the registers in bounds
