@@ -16,8 +16,9 @@ an order a barrier gives them (vector clocks carried by the arrives and the wait
 Gluon tasks' cases here in CPU mode (``TaskSpec.simulated``); each program's scheduler keeps a trace
 that ``course_lib.widgets.gluon_trace`` draws. Integer ``//`` and ``%`` of the kernel's values round toward
 zero, as the GPU's divsi and remsi do (Python's floor would pass a phase or an index that is wrong there); a
-kernel's shared memory has no limit here (the grader reads the compiled size). What is not simulated (the elementwise and reduction ops
-beyond what chapters 09 and 10's kernels need, inline PTX) raises ``NotSimulated``, naming the call.
+kernel's shared memory has no limit here (the grader reads the compiled size). What is not simulated (the
+elementwise and reduction ops beyond what chapters 09 and 10's kernels need, inline PTX) raises
+``NotSimulated``, naming the call.
 """
 
 from __future__ import annotations
