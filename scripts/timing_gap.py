@@ -7,8 +7,9 @@ process, with the GPU's SM clock, power and throttle reasons sampled beside it (
 
 * ``bench``: CUDA events around each call, L2 flushed by a read before each, 25 ms of warm-up and 100 ms of
   calls: short bursts, a pause (the flush) between calls;
-* ``windows``: what the grader does in its worker, R calls back to back timed by the host's clock (a window of
-  about 0.1 s, fastest of 7 after up to 4 uncounted), no flush, seconds of sustained load;
+* ``windows``: what the grader does in its worker, R calls back to back timed by the host's clock, R by the
+  grader's own rule (``tiers.plan``, ``tiers.grow``: a window of about 0.1 s, fastest of 7 after up to 4
+  uncounted), no flush, seconds of sustained load;
 * ``sustained``: CUDA events around each of 2 s of back-to-back calls, to see whether a call slows as the
   load goes on (clocks falling under the power limit), and ``bench`` again at once after it, GPU hot.
 
@@ -72,32 +73,49 @@ class Sampler:
         self.thread.join(timeout=15)
 
 
-def windows(call, n: int = 11, window_s: float = 0.1) -> list[dict]:
-    """The grader's clock in this process: R calls back to back and a synchronize, timed by the host."""
-    call()
-    torch.cuda.synchronize()
+def _timed(call, reps: int) -> float:
+    """Seconds for ``reps`` calls back to back and a synchronize, by the host's clock: one of the grader's
+    windows (its worker's ``_timed_calls``), less the message's cost."""
     began = time.perf_counter()
+    for _ in range(reps):
+        call()
+    torch.cuda.synchronize()
+    return time.perf_counter() - began
+
+
+def warmed(call) -> float:
+    """One uncounted call (compiling what it needs, as the grader's worker does in its ``speed`` step), then
+    one call's time by the host's clock, a synchronize included: the first call, which plans what follows."""
     call()
     torch.cuda.synchronize()
-    reps = max(2, round(window_s / (time.perf_counter() - began)))
+    return _timed(call, 1)
+
+
+def windows(call) -> list[dict]:
+    """The grader's clock in this process (``isolation.time_calls``): R calls back to back and a synchronize,
+    timed by the host, R planned by the grader's own rule: ``tiers.settled_first`` and ``tiers.plan`` from
+    the first call, ``tiers.grow`` over up to ``tiers.WARM_WINDOWS`` uncounted windows, then the counted
+    windows (``tiers.WINDOWS`` of R calls, or a slow call's three of one). Only the counted ones are returned."""
+    first = tiers.settled_first(warmed(call), lambda: _timed(call, 1))
+    reps_plan = tiers.plan(first)
+    if first < tiers.SLOW_CALL_S:
+        reps = reps_plan[0]
+        for _ in range(tiers.WARM_WINDOWS):
+            if (grown := tiers.grow(reps, _timed(call, reps))) == reps:
+                break
+            reps = grown
+        reps_plan = [reps] * tiers.WINDOWS
     out = []
-    for _ in range(n):
-        stamp, began = time.time(), time.perf_counter()
-        for _ in range(reps):
-            call()
-        torch.cuda.synchronize()
-        out.append({"t": round(stamp, 3), "reps": reps, "ms_per_call": (time.perf_counter() - began) / reps * 1e3})
+    for reps in reps_plan:
+        stamp = time.time()
+        seconds = _timed(call, reps)
+        out.append({"t": round(stamp, 3), "reps": reps, "ms_per_call": seconds / reps * 1e3})
     return out
 
 
 def sustained(call, seconds: float = 2.0) -> list[dict]:
     """CUDA events around each of ``seconds`` of back-to-back calls (no flush, nothing between them)."""
-    call()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    call()
-    torch.cuda.synchronize()
-    n = max(10, int(seconds / (time.perf_counter() - began)))
+    n = max(10, int(seconds / warmed(call)))
     events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
     stamp = time.time()
     events[0].record()
@@ -200,7 +218,7 @@ def main() -> None:
         print(
             f"  {p['kernel']:<12} {p['phase']:<22} SM {p['sm_mhz']} MHz, power {p['power_w']} W, reasons {p['reasons']}"
         )
-    print(f"tiers' windows: {tiers.WINDOWS} of ~{tiers.WINDOW_S} s; this script's: 11 of ~0.1 s")
+    print(f"tiers' windows: {tiers.WINDOWS} of ~{tiers.WINDOW_S} s; this script's: the same (tiers.plan, tiers.grow)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(data, indent=1))
     print(f"wrote {args.out}")

@@ -892,17 +892,22 @@ def test_one_gpu_is_one_lock_however_a_grader_names_it(monkeypatch):
     assert tiers.gpu_key({"CUDA_VISIBLE_DEVICES": "1"}) == "1"
 
 
-def test_the_timing_gap_script_times_a_call_of_known_length_each_way(monkeypatch):
-    """scripts/timing_gap.py on the CPU, with CUDA's events and synchronize stood in for by the host's clock:
-    a call that takes 2 ms reads about 2 ms in the grader's windows and in the sustained run, and every phase
-    is recorded in order with its times."""
+def _timing_gap_script():
+    """scripts/timing_gap.py as a module (it is no package's)."""
     import importlib.util
-
-    import torch
 
     spec = importlib.util.spec_from_file_location("timing_gap", HERE.parent / "scripts" / "timing_gap.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_timing_gap_script_times_a_call_of_known_length_each_way(monkeypatch):
+    """scripts/timing_gap.py on the CPU, with CUDA's events and synchronize stood in for by the host's clock:
+    a call that takes 2 ms reads about 2 ms in the grader's windows and in the sustained run, its windows are
+    the ones tiers' own rule plans (``plan`` from the first call, ``grow`` over the uncounted windows), and
+    every phase is recorded in order with its times."""
+    module = _timing_gap_script()
 
     class Event:
         def __init__(self, **_):
@@ -918,8 +923,12 @@ def test_the_timing_gap_script_times_a_call_of_known_length_each_way(monkeypatch
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(module.timing, "bench", lambda call: module.timing.Timing(2.0, 1.9, 2.1, "stand-in"))
     monkeypatch.setattr(module.time, "sleep", lambda s: None)
-    monkeypatch.setattr(module, "windows", lambda call, n=3, window_s=0.02, f=module.windows: f(call, n, window_s))
+    monkeypatch.setattr(tiers, "WINDOW_S", 0.02)  # 3 windows of 20 ms: the grader's rule, shorter
+    monkeypatch.setattr(tiers, "WINDOWS", 3)
     monkeypatch.setattr(module, "sustained", lambda call, seconds=0.05, f=module.sustained: f(call, seconds))
+    planned, grown = [], []
+    monkeypatch.setattr(tiers, "plan", lambda first, f=tiers.plan: planned.append((first, f(first))) or f(first))
+    monkeypatch.setattr(tiers, "grow", lambda reps, s, f=tiers.grow: grown.append((reps, s, f(reps, s))) or f(reps, s))
 
     def call():  # 2 ms of host time, as a kernel's 2 ms would be by the GPU's events
         end = time.perf_counter() + 2e-3
@@ -929,8 +938,84 @@ def test_the_timing_gap_script_times_a_call_of_known_length_each_way(monkeypatch
     phases = []
     row = module.time_kernel("solution", call, phases)
     assert 1.9 < row["windows_best_ms"] < 6 and 1.9 < row["sustained_first_tenth_ms"]["median"] < 6
-    assert 2 <= row["windows"][0]["reps"] <= 10 and len(row["windows"]) == 3  # 20 ms windows of 2 ms calls
+    # the windows' R is what tiers' rule made of this run's own calls: plan from the first call (2 ms or a
+    # little more), grow from each uncounted window's time, and the counted windows hold the last R
+    assert len(planned) == 1 and 2e-3 <= planned[0][0] < 0.25 and 1 <= len(grown) <= tiers.WARM_WINDOWS
+    assert grown[0][0] == planned[0][1][0] and all(a[2] == b[0] for a, b in zip(grown, grown[1:]))
+    assert [w["reps"] for w in row["windows"]] == [grown[-1][2]] * 3
     assert [p["phase"] for p in phases] == [
         "bench", "windows", "bench after windows", "sustained", "bench after sustained",
     ]  # fmt: skip
     assert all(p["t0"] <= p["t1"] for p in phases) and phases[1]["t1"] - phases[1]["t0"] >= 0.05
+
+
+class _Clock:
+    """A host clock that moves only when a stand-in call runs: each call takes the next of ``seconds``
+    (the last one again once they run out)."""
+
+    def __init__(self, seconds: list[float]):
+        self.now, self.seconds, self.calls = 1000.0, list(seconds), 0
+
+    def call(self):
+        self.now += self.seconds[min(self.calls, len(self.seconds) - 1)]
+        self.calls += 1
+
+    def time(self):
+        return self.now
+
+    def perf_counter(self):
+        return self.now
+
+
+def _windows_on(monkeypatch, seconds: list[float]) -> tuple[list[dict], _Clock]:
+    """scripts/timing_gap.py's windows() of a stand-in call on ``_Clock(seconds)``."""
+    import types
+
+    module = _timing_gap_script()
+    clock = _Clock(seconds)
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(time=clock.time, perf_counter=clock.perf_counter))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    return module.windows(clock.call), clock
+
+
+def _graders_reps(first_s: float, again_s: float, call_s: float) -> list[int]:
+    """The R of each counted window by ``isolation.time_calls``' own steps, for a call whose first timed call
+    takes ``first_s``, its second ``again_s`` and every one after ``call_s``."""
+    first = tiers.settled_first(first_s, lambda: again_s)
+    reps_plan = tiers.plan(first)
+    if first < tiers.SLOW_CALL_S:
+        reps = reps_plan[0]
+        for _ in range(tiers.WARM_WINDOWS):
+            if (grown := tiers.grow(reps, reps * call_s)) == reps:
+                break
+            reps = grown
+        reps_plan = [reps] * tiers.WINDOWS
+    return reps_plan
+
+
+@pytest.mark.parametrize(
+    "first_s, call_s, reps, uncounted",
+    [
+        # a first call of 3 ms plans ceil(0.1 / 0.003) = 34 calls; 34 of 1.5 ms (51 ms) is short of 80 ms, so R
+        # grows to ceil(34 * 1.1 * 0.1 / 0.051) = 74 (111 ms), which stays: seven windows of 74 calls (the
+        # script's own rule, round(0.1 s / first call), made eleven windows of 33)
+        # uncounted: the warm-up call, the first call, a window of 34 and one of 74
+        (3e-3, 1.5e-3, [74] * 7, 2 + 34 + 74),
+        # a first call of 0.3 s is timed once more (tiers.settled_first) and the faster, 12 ms, plans
+        # ceil(0.1 / 0.012) = 9 calls (108 ms), which stay: seven windows of 9, not a slow call's three of one
+        (0.3, 0.012, [9] * 7, 3 + 9),
+        # a call that stays at 0.3 s is timed alone, three times
+        (0.3, 0.3, [1, 1, 1], 3),
+    ],
+)
+def test_the_timing_gap_script_times_the_graders_own_windows(monkeypatch, first_s, call_s, reps, uncounted):
+    """scripts/timing_gap.py's windows() plan their calls by tiers' rule, as the grader does
+    (``isolation.time_calls``): timed on a clock that moves only by a stand-in call's known times, the
+    windows, counted and uncounted, hold exactly the calls tiers.settled_first, tiers.plan and tiers.grow
+    give, and time each call at its own length."""
+    warm_s = 0.05  # the uncounted first call (the worker's speed step, compiling)
+    rows, clock = _windows_on(monkeypatch, [warm_s, first_s, call_s])
+    assert [r["reps"] for r in rows] == reps == _graders_reps(first_s, call_s, call_s)
+    assert all(abs(r["ms_per_call"] - call_s * 1e3) < 1e-6 for r in rows)
+    assert all(a["t"] < b["t"] for a, b in zip(rows, rows[1:]))
+    assert clock.calls == uncounted + sum(reps)
