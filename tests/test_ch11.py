@@ -495,6 +495,25 @@ def test_the_notebooks_numbers_come_from_the_model_it_states():
     ] == [3, 1]
 
 
+def test_the_decode_compile_widths_come_from_the_launcher():
+    """Section 6's widths at which a growing block table compiles paged_decode again: computed from the
+    solution's launcher (its launches recorded and specialized, nothing run), and following it when it changes.
+    The record of ninth_run (16 sequences, 8 KV heads, the table a view of the widest) counted 7 compiles on 5
+    steps: the same as the keys here."""
+    from course_lib.lessons import ch11 as lesson11
+
+    grown = lesson11.decode_compile_keys(256)
+    assert len(grown) == 7 and lesson11.decode_compile_widths(grown) == [1, 2, 3, 5, 61]
+    assert sorted(name for name, _ in grown).count("decode_merge_kernel") == 2  # NUM_SPLITS 2 and 4
+    anew = lesson11.decode_compile_keys(256, reallocated=True)  # the row stride is the width: 16 and 64 too
+    assert len(anew) == 9 and lesson11.decode_compile_widths(anew) == [1, 2, 3, 5, 16, 61, 64]
+    # a launcher with slices of at most 256 tokens: 8 slices from 65 pages on, a new key for both kernels there
+    module = sources.load_module("paged_decode")
+    module.SLICE_TOKENS = 256
+    shorter = lesson11.decode_compile_keys(128, launcher=module.paged_decode)
+    assert 65 in lesson11.decode_compile_widths(shorter) and len(shorter) > len(lesson11.decode_compile_keys(128))
+
+
 def test_the_layer_profile_script_runs(tmp_path):
     """scripts/attention_layer_profile.py, the GPU record of section 1, on tiny shapes on the CPU."""
     import subprocess

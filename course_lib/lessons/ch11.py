@@ -1,13 +1,15 @@
 """What notebook 11 computes: where a transformer layer's time goes at prefill and at decode (its floors
 on the roofline, part by part), what a faster attention buys a whole step (Amdahl), how many key tiles
-a causal walk skips, how many programs a decode launch has without and with split-KV, and how many
-kernels the JIT compiles as the context length changes.
+a causal walk skips, how many programs a decode launch has without and with split-KV, how many
+kernels the JIT compiles as the context length changes, and at which widths a growing block table
+compiles paged_decode again.
 
 Every function computes from its arguments; nothing here times anything.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import triton
@@ -159,3 +161,43 @@ def compile_keys(contexts, page_size: int = 16, head_dim: int = 128, specialize:
         key = tuple((a.name, a.type, repr(a.value), a.divisible_by_16) for a in spec)
         keys.setdefault(key, []).append(n)
     return keys
+
+
+def decode_compile_keys(max_pages: int, batch: int = 16, q_heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
+                        page: int = 16, reallocated: bool = False, launcher=None) -> dict:  # fmt: skip
+    """{(kernel, JIT cache key): the block-table widths that share it} for a paged_decode launcher (by default
+    the course's solution, solutions/paged_decode.py) called with its table at each width from 1 to
+    ``max_pages`` pages: a new key is a new compile. Nothing runs: each call's launches are recorded
+    (``compilation.recorded_launches``) and specialized as the JIT would, so the keys follow whatever rule the
+    launcher has for its slices. The table grows as a view of the widest table (its row stride fixed), or,
+    ``reallocated``, is allocated anew at each width (its row stride is then the width: an argument too)."""
+    import torch
+
+    from .. import sources
+
+    if launcher is None:
+        folder = "solutions" if sources.solution_present("paged_decode") else "exercises"
+        launcher = sources.load_module("paged_decode", folder).paged_decode
+    dtype = torch.bfloat16
+    q = torch.empty(batch, q_heads, head_dim, dtype=dtype)
+    k_cache = torch.empty(1, page, kv_heads, head_dim, dtype=dtype)  # never read: one page will do
+    v_cache, out = torch.empty_like(k_cache), torch.empty_like(q)
+    widest = torch.zeros(batch, max_pages, dtype=torch.int32)
+    lens = torch.ones(batch, dtype=torch.int32)
+    keys: dict = {}
+    for width in range(1, max_pages + 1):
+        table = torch.zeros(batch, width, dtype=torch.int32) if reallocated else widest[:, :width]
+        for kernel, args, kwargs in compilation.recorded_launches(launcher, q, k_cache, v_cache, table, lens,
+                                                                  head_dim**-0.5, out):  # fmt: skip
+            fn = compilation.python_function(kernel)
+            params = inspect.signature(fn).parameters
+            spec = compilation.specialization(kernel, *args, **{k: v for k, v in kwargs.items() if k in params})
+            key = tuple((a.name, a.type, repr(a.value), a.divisible_by_16) for a in spec)
+            options = tuple((k, kwargs[k]) for k in ("num_warps", "num_stages") if k in kwargs)  # keyed on too
+            keys.setdefault((fn.__name__, key + options), []).append(width)
+    return keys
+
+
+def decode_compile_widths(keys: dict) -> list[int]:
+    """The table widths at which some kernel compiles: the first width of each key of ``decode_compile_keys``."""
+    return sorted({widths[0] for widths in keys.values()})
