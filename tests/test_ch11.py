@@ -690,6 +690,33 @@ def test_the_gluon_submissions_are_the_solution_but_for_their_mistake(tmp_path):
     assert done.returncode == 1 and "ch11_ws_no_overlap" in done.stdout, done.stdout + done.stderr
 
 
+def test_the_triton_submissions_are_their_base_but_for_their_mistake(tmp_path):
+    """tests/{wrong,good}/ch11_* made from solutions/flash_attention.py and paged_decode.py (or from the right
+    alternative they break) by scripts/attention_submissions.py are still what it writes; the check notices a
+    submission edited by hand, and the ones a changed solution leaves behind."""
+    import shutil
+    import subprocess
+    import sys
+
+    script = ROOT / "scripts" / "attention_submissions.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    copy = tmp_path / "course"
+    for part in ("scripts", "solutions", "tests/wrong", "tests/good"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")  # ruff's settings
+    edited = copy / "tests" / "wrong" / "ch11_no_rescale" / "flash_attention.py"
+    edited.write_text(edited.read_text().replace("acc = tl.dot(p.to(v.dtype), v, acc)", "acc = acc", 1))
+    solution = copy / "solutions" / "paged_decode.py"
+    solution.write_text(solution.read_text().replace("num_warps=4, num_stages=2", "num_warps=4, num_stages=3", 1))
+    done = subprocess.run([sys.executable, str(copy / "scripts" / script.name), "--check"], capture_output=True,
+                          text=True, cwd=copy)  # fmt: skip
+    stale = set(re.findall(r"tests/(?:wrong|good)/(ch11_\w+)/", done.stdout))
+    paged = {"ch11_merge_ignores_max", "ch11_decode_group_tile_16", "ch11_decode_head_modulo"}
+    assert done.returncode == 1 and "ch11_no_rescale" in stale and paged <= stale, done.stdout + done.stderr
+    assert not stale & {"ch11_out_strides_of_q", "ch11_decode_empty_slice_nan"}, done.stdout  # the rest stand
+
+
 def test_the_lessons_decode_split_is_the_solutions():
     """lessons.ch11.decode_programs restates the solution launcher's split (a lesson cannot import a solution:
     releases withhold them); the launches the solution makes must keep agreeing with it."""

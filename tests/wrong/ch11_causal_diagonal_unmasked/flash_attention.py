@@ -1,10 +1,6 @@
-"""Forward attention in one kernel: out = softmax(q k^T * sm_scale) v, the score matrix never in memory.
-
-Each program keeps a BLOCK_M-row tile of queries in registers and walks the keys and values in tiles of
-BLOCK_N, with chapter 05's online softmax per row: a running max m, a running sum l, and an output
-accumulator that is rescaled whenever the max grows. With a causal mask the walk stops at the
-diagonal: tiles wholly above it are never loaded.
-"""
+"""Wrong on purpose: with a causal mask the unmasked walk runs to the last whole key tile before the walk's
+stop, so the key tiles that hold the diagonal are walked without the causal mask: queries see the later
+keys of their own tile."""
 
 import triton
 import triton.language as tl
@@ -35,11 +31,6 @@ def _attend(
             k = tl.load(k_base + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd)
             v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
         s = tl.dot(q, k) * qk_scale  # (BLOCK_M, BLOCK_N) scores, in log2 units, float32
-        # BEGIN SOLUTION
-        # TODO: in the MASKED tiles, set the scores of keys past seq_len (and, when CAUSAL, of keys after
-        # TODO: the query) to -inf. Then the online softmax: the new row max, p = exp2(s - max), and the
-        # TODO: running sum and acc rescaled by exp2(old max - new max) before this tile's p and p @ v are
-        # TODO: added. Return acc, m_i, l_i.
         if MASKED:
             keep = offs_n[None, :] < seq_len
             if CAUSAL:
@@ -51,7 +42,6 @@ def _attend(
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
-        # END SOLUTION
     return acc, m_i, l_i
 
 
@@ -81,13 +71,6 @@ def flash_attention_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    # BEGIN SOLUTION
-    # TODO: walk the keys with two calls of _attend, from 0 to `full` with MASKED=False and from `full` to
-    # TODO: `stop` with MASKED=True. `stop`: seq_len, or with a causal mask the end of this tile's last
-    # TODO: query, min((pid_m + 1) * BLOCK_M, seq_len): tiles wholly above the diagonal are never loaded.
-    # TODO: `full`: a multiple of BLOCK_N at or before the first key that needs a mask, never past
-    # TODO: (seq_len // BLOCK_N) * BLOCK_N; with a causal mask, pid_m * BLOCK_M rounded down to a multiple of
-    # TODO: BLOCK_N (the tile's first query), without one (seq_len // BLOCK_N) * BLOCK_N.
     stop = tl.minimum((pid_m + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
     # wrong: the unmasked walk runs to the last whole key tile before stop, so the tiles that hold the
     # diagonal are walked without the causal mask
@@ -97,7 +80,6 @@ def flash_attention_kernel(
                             offs_m, seq_len, 0, full, False, CAUSAL, HEAD_DIM, BLOCK_N, NUM_STAGES)  # fmt: skip
     acc, m_i, l_i = _attend(acc, m_i, l_i, q, qk_scale, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                             offs_m, seq_len, full, stop, True, CAUSAL, HEAD_DIM, BLOCK_N, NUM_STAGES)  # fmt: skip
-    # END SOLUTION
     out = acc / l_i[:, None]
     out_base = out_ptr + b * stride_ob + h * stride_oh
     tl.store(out_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,

@@ -100,6 +100,8 @@ def _copy4(src, dst, B, H, S, D, s0, s1, s2, s3, t0, t1, t2, t3, BLOCK: tl.const
 
 
 def flash_attention(q, k, v, out, causal, sm_scale):
+    """out[:] = softmax(q @ k^T * sm_scale (+ causal mask)) @ v for q, k, v, out of shape
+    (batch, heads, seq_len, head_dim), head_dim 64 or 128."""
     B, H, S, D = q.shape
     k2, v2 = torch.empty_like(k), torch.empty_like(v)
     for src, dst in ((k, k2), (v, v2)):

@@ -1,7 +1,8 @@
-"""Wrong on purpose (right values, wasted work): a softmax in two passes whose first pass, for the rows' maxima,
-walks every key tile, past the diagonal, its loads there masked off (zeros); the second stops at the diagonal.
-No load of a key above the diagonal reads memory, and the outputs are right: the products of the first pass
-are what the probe counts (more q k^T than p v, and not the second pass's tiles over again)."""
+"""Wrong on purpose (right values, wasted work): tests/good/ch11_attention_two_pass, but its first pass, for
+the rows' maxima, walks every key tile, past the diagonal, its loads there masked off (zeros); the second
+stops at the diagonal. No load of a key above the diagonal reads memory, and the outputs are right: the
+products of the first pass are what the probe counts (more q k^T than p v, and not the second pass's
+tiles over again)."""
 
 import triton
 import triton.language as tl
