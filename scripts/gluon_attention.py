@@ -7,9 +7,9 @@ backends and the course's Triton kernel (solutions/flash_attention.py).
     python scripts/gluon_attention.py --smoke        # GPU: small shapes against float64, before the rest
     python scripts/gluon_attention.py --bench OUT    # H200: time against SDPA's backends and the Triton kernel
     python scripts/gluon_attention.py --causal-study OUT  # GPU: variants that say what slows the causal kernel
-    python scripts/gluon_attention.py --d64 OUT      # GPU: head dim 64 with three consumer warpgroups
+    python scripts/gluon_attention.py --d64 OUT      # GPU: head dim 64, three consumer warpgroups against two
     --kernel FOLDER: the ws_attention.py that --simulate, --compile and --smoke take (default: the solution), e.g.
-    scripts/attention_variants/three_consumers
+    scripts/attention_variants/first_version
 """
 
 from __future__ import annotations
@@ -191,11 +191,12 @@ def _meta(method: str) -> dict:
 CAUSAL_STUDY = {
     # the rounds of NUM_SMS items all dealt forwards (the solution's order before 2026-12-05's third H100 run)
     "no_snake": {"        item = gl.where(back, base + NUM_SMS - 1 - item % NUM_SMS, item)\n": ""},
-    # pairs in order (first first): the longest walks come last, as the programs finish
-    "pairs_in_order": {"return item // n_pairs, n_pairs - 1 - item % n_pairs": "return item // n_pairs, item % n_pairs"},
+    # groups in order (first first): the longest walks come last, as the programs finish
+    "groups_in_order": {"return item // n_groups, n_groups - 1 - item % n_groups":
+                        "return item // n_groups, item % n_groups"},
     # launched non-causal but walking the causal walk's tiles: no mask at all (values wrong: timing only)
     "causal_walk_no_mask": {"    else:\n        return gl.cdiv(seq_len, BLOCK_N)":
-                            "    else:\n        return gl.minimum(pair + 1, gl.cdiv(seq_len, BLOCK_N))"},
+                            "    else:\n        return gl.minimum(group + 1, gl.cdiv(seq_len, BLOCK_N))"},
 }  # fmt: skip
 
 
@@ -247,15 +248,18 @@ def causal_study(out_dir: str) -> int:
 
 
 def d64(out_dir: str) -> int:
-    """Head dim 64, the timed shape (non-causal), where the solution trails SDPA: the solution, cuDNN and
-    scripts/attention_variants/three_consumers, each checked against SDPA, timed twice in alternation. (The
-    experiment behind the solution's two rings, rings of separate depths, was a variant here until it became
-    the solution: results/attention_h100_2026-12-05/sixth_run, the tree of 212830f.)"""
+    """Head dim 64 (B 16, H 16, S 2048): the solution (three consumer warpgroups without a mask, two with
+    one), the same kernel with two consumers (the solution before 2026-12-06, 444-450 TFLOP/s on the H100 of
+    results/attention_h100_2026-12-05/ninth_run against three consumers' 500-501, measured there as
+    scripts/attention_variants/three_consumers in the tree of 9a7e00c) and cuDNN, each checked against SDPA,
+    timed twice in alternation; then the causal kernel (two consumers) beside cuDNN's causal."""
+    from course_lib import lesson
     from course_lib.tasks import ch11_attention as ch11
 
-    three = sources.load_module(
-        "ws_attention", ROOT / "scripts" / "attention_variants" / "three_consumers"
-    ).ws_attention
+    variant = lesson.write_variant(  # kept alive to the end: the folder goes with the object
+        "ws_attention", {"    return 3 if head_dim == 64 and not causal else 2\n": "    return 2\n"}
+    )
+    two = sources.load_module("ws_attention", variant.folder).ws_attention
     cudnn = ch11._sdpa_backends(None)["sdpa_cudnn"]
     B, H, S, D = 16, 16, 2048, 64
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -264,14 +268,22 @@ def d64(out_dir: str) -> int:
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
     runs = {"solution": lambda: attention_ws(q, k, v, out, False, D**-0.5),
             "sdpa_cudnn": lambda: cudnn(q, k, v, False, D**-0.5),
-            "three_consumers": lambda: three(q, k, v, out, False, D**-0.5)}  # fmt: skip
+            "two_consumers": lambda: two(q, k, v, out, False, D**-0.5)}  # fmt: skip
     rows = []
     for round_ in range(2):  # twice, alternating: a drift of the clocks shows as a difference between rounds
         for name, fn in runs.items():
             _time_variant(rows, name, fn, out, expected, flops, False, round=round_)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    causal_flops = 4 * B * H * D * (S * (S + 1) // 2)
+    causal = {"solution": lambda: attention_ws(q, k, v, out, True, D**-0.5),
+              "sdpa_cudnn": lambda: cudnn(q, k, v, True, D**-0.5)}  # fmt: skip
+    for round_ in range(2):
+        for name, fn in causal.items():
+            _time_variant(rows, name, fn, out, expected, causal_flops, True, round=round_)
     meta = _meta("course_lib.timing.bench (CUDA events, L2 flushed, median), each variant twice")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     (Path(out_dir) / "experiment_attention_d64.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    del variant
     return 0
 
 

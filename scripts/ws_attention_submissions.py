@@ -20,7 +20,7 @@ body = (
 doc_end = body.index('"""', 3) + 3
 rest = body[doc_end:]
 
-LOOP_TURN = """            mbarrier.arrive(turn.index(1 - ROLE), count=1)
+LOOP_TURN = """            mbarrier.arrive(turn.index(NEXT), count=1)
             turns += 1
             scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run
 """
@@ -91,7 +91,7 @@ variants = {
         "Wrong on purpose: three key slots and three value slots. At head dim 128 the rings and the query and output\n"
         "tiles ask for more shared memory than a Hopper block may have (227 KB): the launch fails on the GPU. At head\n"
         "dim 64 it fits, and the simulator has no such limit.",
-        [("BLOCK_M, NUM_BUFFERS = 64, 2", "BLOCK_M, NUM_BUFFERS = 64, 3")],
+        [("BLOCK_M, BLOCK_N, NUM_BUFFERS = 64, 128, 2", "BLOCK_M, BLOCK_N, NUM_BUFFERS = 64, 128, 3")],
     ),
     "wrong/ch11_ws_snake_python_mod": (
         "Wrong on purpose: the snake's backward round written with Python's remainder in mind, base + (-1 - item) %\n"
@@ -140,7 +140,7 @@ variants = {
     ),
     "good/ch11_ws_hand_over_late": (
         "Right, with less overlap: each warpgroup hands the turn over only after its scores are in, so the other's\nGEMMs no longer run beside this one's wait (on a GPU: slower, never wrong).",
-        [(LOOP_TURN, WAIT1 + "            mbarrier.arrive(turn.index(1 - ROLE), count=1)\n            turns += 1\n")],
+        [(LOOP_TURN, WAIT1 + "            mbarrier.arrive(turn.index(NEXT), count=1)\n            turns += 1\n")],
     ),
     "good/ch11_ws_rescale_before_pv": (
         "Right, another order: acc is rescaled by the previous softmax step's alpha in the next turn, between issuing\n"
@@ -163,7 +163,7 @@ variants = {
         "GEMMs wait through it: the two warpgroups' softmaxes and GEMMs run one after the other, not side by side.",
         [
             (LOOP_TURN, WAIT1),
-            (WAIT0, "            mbarrier.arrive(turn.index(1 - ROLE), count=1)\n            turns += 1\n" + WAIT0),
+            (WAIT0, "            mbarrier.arrive(turn.index(NEXT), count=1)\n            turns += 1\n" + WAIT0),
         ],
     ),
     "wrong/ch11_ws_no_turns": (
@@ -171,7 +171,7 @@ variants = {
         "on or arrived on): nothing keeps one warpgroup's softmax beside the other's GEMMs.",
         [
             ("re:\\n *mbarrier\\.wait\\(turn\\.index\\(ROLE\\)[^\\n]*", ""),
-            ("re:\\n *mbarrier\\.arrive\\(turn\\.index\\(1 - ROLE\\)[^\\n]*\\n *turns \\+= 1", ""),
+            ("re:\\n *mbarrier\\.arrive\\(turn\\.index\\(NEXT\\)[^\\n]*\\n *turns \\+= 1", ""),
         ],
     ),
 }

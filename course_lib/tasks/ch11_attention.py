@@ -1000,9 +1000,12 @@ WS_ATTENTION_GPU = [
     ((3, 2, 777, 128), F16, "ragged, causal", True),
 ]
 WS_ATTENTION_PROBE = (2, 4, 1024, 128)  # the launch compiled for the structural checks (CPU tensors, never run)
-# the launch run in the Gluon simulator for both overlaps (in both modes): 8 key tiles of 128 a row, so that a
-# walk's first tile (whose softmax has nothing of its own to overlap) weighs little whatever the tiles
-WS_OVERLAP_PROBE = (1, 2, 1024, 64)
+# the launch run in the Gluon simulator for both overlaps (in both modes): 12 key tiles of 128 a row, so that a
+# walk's first tile (whose softmax has nothing of its own to overlap) weighs little whatever the tiles; 1536 rows
+# divide into tiles of 64 to 512 and into groups of two or three query tiles (the solution runs three consumers
+# at head dim 64), so no tile past the end counts as work the attention does not need (1024 rows made 18 query
+# tiles of 64 for 16)
+WS_OVERLAP_PROBE = (1, 2, 1536, 64)
 OVERLAP_BAR = 0.5  # of a consumer's exp/exp2 elements, the share computed while its own wgmma is in flight
 TURN_BAR = 0.5  # of a consumer's exp/exp2 elements, the share it may compute while it holds its turn
 
@@ -1189,16 +1192,16 @@ def _judge_overlap(overlap: dict) -> list[tuple[bool, str, list[str]]]:
             f"{name}: {c[0] / c[1]:.0%} of its exp/exp2 elements inside its turn" for name, c in held.items()
         )
         if not barriers:
-            checks.append((False, "the two consumer warpgroups take no turns", [
+            checks.append((False, "the consumer warpgroups take no turns", [
                 f"{where}: no barrier that one consumer waits on and the other arrives on.",
                 "Ping-pong: each warpgroup waits for its turn (mbarrier.wait(turn.index(ROLE), ...)) before "
-                "issuing its GEMMs and hands it over (mbarrier.arrive(turn.index(1 - ROLE), count=1)) right "
-                "after, so that its softmax runs while the other's GEMMs do."]))  # fmt: skip
+                "issuing its GEMMs and hands it over (mbarrier.arrive(turn.index(NEXT), count=1)) right "
+                "after, so that its softmax runs while the others' GEMMs do."]))  # fmt: skip
         elif held and max(c[0] / c[1] for c in held.values()) > TURN_BAR:
             checks.append((False, "the softmax runs inside the warpgroup's turn", [
                 f"{where}: turns on {', '.join(barriers)}; {told} (the bar: at most {TURN_BAR:.0%}).",
-                "While a warpgroup holds the turn the other one's GEMMs wait, so a softmax inside the turn "
-                "overlaps nothing: hand the turn over (mbarrier.arrive(turn.index(1 - ROLE), count=1)) right "
+                "While a warpgroup holds the turn the others' GEMMs wait, so a softmax inside the turn "
+                "overlaps nothing: hand the turn over (mbarrier.arrive(turn.index(NEXT), count=1)) right "
                 "after issuing this turn's GEMMs, before waiting for them."]))  # fmt: skip
         else:
             checks.append((True, "each consumer's softmax runs outside its turn", [
@@ -1253,7 +1256,7 @@ register(
             "Inside the turn of key tile j >= 1, in this order: wait for your turn (the phase from the turn counter, "
             "as in tile 0's turn), issue q k^T on key slot s, issue the previous tile's p @ v on value slot prev "
             "(into acc), hand the turn over and count it. Both GEMMs are issued asynchronously: nothing inside the "
-            "turn waits for a GEMM, so the turn is short and the other warpgroup's GEMMs follow at once.",
+            "turn waits for a GEMM, so the turn is short and the next warpgroup's GEMMs follow at once.",
             "After the turn, the overlap: wait for the scores alone. A wait that leaves one wgmma outstanding "
             "returns when all but the last one issued (p @ v) are done. q k^T has then read key slot s: free it "
             "at once, so the producer refills it while you compute. Then run _softmax_step on the scores (masked "
@@ -1267,10 +1270,10 @@ register(
             "(old max minus the new), rescales the running sum before this tile's row sums are added. Return the "
             "probabilities in the dtype and layout the p @ v wgmma reads (p_layout), and alpha in acc's row "
             "layout (gl.SliceLayout(1, o_layout)): the scores' row layout is not acc's.",
-            "Last resort, the loop body's calls: mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE)); "
+            "Last resort, the loop body's calls: mbarrier.wait(turn.index(ROLE), (turns & 1) ^ FIRST); "
             "k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)); scores = warpgroup_mma(q_tile, "
             "k_t, s_zero, use_acc=False, is_async=True); acc = warpgroup_mma(p, v_bufs.index(prev).reshape("
-            "[BLOCK_N, HEAD_DIM]), acc, is_async=True); mbarrier.arrive(turn.index(1 - ROLE), count=1); turns += 1; "
+            "[BLOCK_N, HEAD_DIM]), acc, is_async=True); mbarrier.arrive(turn.index(NEXT), count=1); turns += 1; "
             "scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,)); mbarrier.arrive(k_empty.index(s), "
             "count=1); p_next, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, j, j == n_kv - 1, rows, seq_len, "
             "qk_scale, q_tile.dtype, CAUSAL, BLOCK_N, s_layout, o_layout); acc, p = warpgroup_mma_wait("

@@ -23,26 +23,27 @@ LOG2E = 1.4426950408889634
 
 
 @gluon.jit
-def _work(item, n_items, n_pairs, NUM_SMS: gl.constexpr, CAUSAL: gl.constexpr):
-    """Work item -> (batch x head, pair): a pair is query tiles 2p and 2p + 1. The pairs of a head are taken
-    last first: with a causal mask the last pair walks the most key tiles, and the longest work first leaves
-    the short items to even out the programs' ends. With a causal mask the items are also dealt in rounds of
-    NUM_SMS, one a program, every other whole round backwards (a snake): the program that drew a round's
-    longest walk draws the next round's shortest. On an H100 the causal kernel went from 462-475 to 526-539
-    TFLOP/s with it (results/attention_h100_2026-12-05/third_run, fourth_run); without a mask every walk is
-    as long, and the plain order measured faster there."""
+def _work(item, n_items, n_groups, NUM_SMS: gl.constexpr, CAUSAL: gl.constexpr):
+    """Work item -> (batch x head, group): group g is query tiles g * C to g * C + C - 1 for C consumers. The groups
+    of a head are taken last first: with a causal mask the last group walks the most key tiles, and the
+    longest work first leaves the short items to even out the programs' ends. With a causal mask the items are
+    also dealt in rounds of NUM_SMS, one a program, every other whole round backwards (a snake): the program
+    that drew a round's longest walk draws the next round's shortest. On an H100 the causal kernel went from
+    462-475 to 526-539 TFLOP/s with it (results/attention_h100_2026-12-05/third_run, fourth_run); without a
+    mask every walk is as long, and the plain order measured faster there."""
     if CAUSAL:
         base = item - item % NUM_SMS
         back = ((item // NUM_SMS) % 2 == 1) & (base + NUM_SMS <= n_items)
         item = gl.where(back, base + NUM_SMS - 1 - item % NUM_SMS, item)
-    return item // n_pairs, n_pairs - 1 - item % n_pairs
+    return item // n_groups, n_groups - 1 - item % n_groups
 
 
 @gluon.jit
-def _key_tiles(pair, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """Key tiles a pair walks: to its last query when causal (p + 1 tiles of 2 * BLOCK_M), else all."""
+def _key_tiles(group, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """Key tiles a group walks: to its last query when causal (g + 1 tiles, as tall as its two query tiles),
+    else all."""
     if CAUSAL:
-        return gl.minimum(pair + 1, gl.cdiv(seq_len, BLOCK_N))
+        return gl.minimum(group + 1, gl.cdiv(seq_len, BLOCK_N))
     else:
         return gl.cdiv(seq_len, BLOCK_N)
 
@@ -59,19 +60,20 @@ def _load_tile(desc, bh, row, bufs, ready, empty, t, NUM_BUFFERS: gl.constexpr):
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-              seq_len, n_items, n_pairs, CAUSAL: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+              seq_len, n_items, n_groups, CAUSAL: gl.constexpr, NUM_BUFFERS: gl.constexpr,
               NUM_SMS: gl.constexpr):  # fmt: skip
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     count = 0  # key/value tiles of the items before this one: tile t goes in slot t % NUM_BUFFERS of each ring
     i = 0  # work items of this program so far
     for item in range(gl.program_id(0), n_items, NUM_SMS):
-        bh, pair = _work(item, n_items, n_pairs, NUM_SMS, CAUSAL)
-        for role in gl.static_range(2):  # each warpgroup's query tile, once it has finished with the last
+        bh, group = _work(item, n_items, n_groups, NUM_SMS, CAUSAL)
+        for role in gl.static_range(CONSUMERS):  # each warpgroup's query tile, once it has finished with the last
             mbarrier.wait(q_empty.index(role), (i & 1) ^ 1)
             mbarrier.expect(q_ready.index(role), q_desc.block_type.nbytes)
-            tma_load(q_desc, [bh, (2 * pair + role) * BLOCK_M, 0], q_ready.index(role), q_smem.index(role))
-        n_kv = _key_tiles(pair, seq_len, BLOCK_N, CAUSAL)
+            tma_load(q_desc, [bh, (CONSUMERS * group + role) * BLOCK_M, 0], q_ready.index(role), q_smem.index(role))
+        n_kv = _key_tiles(group, seq_len, BLOCK_N, CAUSAL)
         for j in range(n_kv):  # in the order of use: tile j's keys (its scores), then tile j - 1's values (p @ v)
             _load_tile(k_desc, bh, j * BLOCK_N, k_bufs, k_ready, k_empty, count + j, NUM_BUFFERS)
             if j > 0:
@@ -111,11 +113,14 @@ def _softmax_step(scores, m_i, l_i, j, masked, rows, seq_len, qk_scale, dtype: g
 
 @gluon.jit
 def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn,
-              seq_len, n_items, n_pairs, qk_scale, ROLE: gl.constexpr, CAUSAL: gl.constexpr,
+              seq_len, n_items, n_groups, qk_scale, ROLE: gl.constexpr, CAUSAL: gl.constexpr,
               NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr):  # fmt: skip
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
+    NEXT: gl.constexpr = (ROLE + 1) % CONSUMERS  # the warpgroup whose turn follows this one's
+    FIRST: gl.constexpr = 1 if ROLE == 0 else 0  # 1: this warpgroup's first turn is free (role 0's)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])  # fmt: skip
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -128,10 +133,10 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready,
     turns = 0  # turns this warpgroup has taken
     i = 0
     for item in range(gl.program_id(0), n_items, NUM_SMS):
-        bh, pair = _work(item, n_items, n_pairs, NUM_SMS, CAUSAL)
-        q_row = (2 * pair + ROLE) * BLOCK_M
+        bh, group = _work(item, n_items, n_groups, NUM_SMS, CAUSAL)
+        q_row = (CONSUMERS * group + ROLE) * BLOCK_M
         rows = q_row + gl.arange(0, BLOCK_M, layout=row_layout)
-        n_kv = _key_tiles(pair, seq_len, BLOCK_N, CAUSAL)  # only the last needs a mask (_softmax_step)
+        n_kv = _key_tiles(group, seq_len, BLOCK_N, CAUSAL)  # only the last needs a mask (_softmax_step)
         m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_layout)
         l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_layout)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
@@ -139,10 +144,10 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready,
         # key tile 0: its scores alone in the turn (no p @ v before it)
         s = count % NUM_BUFFERS
         mbarrier.wait(k_ready.index(s), (count // NUM_BUFFERS) & 1)
-        mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE))  # role 0's first turn is free
+        mbarrier.wait(turn.index(ROLE), (turns & 1) ^ FIRST)  # role 0's first turn is free
         k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
         scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True)
-        mbarrier.arrive(turn.index(1 - ROLE), count=1)
+        mbarrier.arrive(turn.index(NEXT), count=1)
         turns += 1
         scores = warpgroup_mma_wait(num_outstanding=0, deps=(scores,))
         mbarrier.arrive(k_empty.index(s), count=1)  # this warpgroup has read the keys of slot s
@@ -155,15 +160,15 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready,
             prev = (count - 1) % NUM_BUFFERS  # tile j - 1's values
             mbarrier.wait(k_ready.index(s), (count // NUM_BUFFERS) & 1)
             mbarrier.wait(v_ready.index(prev), ((count - 1) // NUM_BUFFERS) & 1)
-            mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE))
+            mbarrier.wait(turn.index(ROLE), (turns & 1) ^ FIRST)
             k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
             scores = warpgroup_mma(q_tile, k_t, s_zero, use_acc=False, is_async=True)
             acc = warpgroup_mma(p, v_bufs.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-            mbarrier.arrive(turn.index(1 - ROLE), count=1)
+            mbarrier.arrive(turn.index(NEXT), count=1)
             turns += 1
             scores = warpgroup_mma_wait(num_outstanding=1, deps=(scores,))  # p @ v may still run
             mbarrier.arrive(k_empty.index(s), count=1)  # q k^T has read key slot s: a turn before its values
-            # the softmax of tile j, while this warpgroup's p @ v and the other warpgroup's GEMMs run
+            # the softmax of tile j, while this warpgroup's p @ v and the other warpgroups' GEMMs run
             p_next, m_i, l_i, alpha = _softmax_step(scores, m_i, l_i, j, j == n_kv - 1, rows, seq_len, qk_scale,
                                                     q_tile.dtype, CAUSAL, BLOCK_N, s_layout, o_layout)  # fmt: skip
             acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
@@ -175,9 +180,9 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready,
         # the last tile's p @ v, in one more turn
         last = (count - 1) % NUM_BUFFERS
         mbarrier.wait(v_ready.index(last), ((count - 1) // NUM_BUFFERS) & 1)
-        mbarrier.wait(turn.index(ROLE), (turns & 1) ^ (1 - ROLE))
+        mbarrier.wait(turn.index(ROLE), (turns & 1) ^ FIRST)
         acc = warpgroup_mma(p, v_bufs.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-        mbarrier.arrive(turn.index(1 - ROLE), count=1)
+        mbarrier.arrive(turn.index(NEXT), count=1)
         turns += 1
         acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
         mbarrier.arrive(v_empty.index(last), count=1)
@@ -191,44 +196,61 @@ def _consumer(o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready,
 
 
 @gluon.jit
-def ws_attention_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_items, n_pairs, qk_scale,
-                        CAUSAL: gl.constexpr, NUM_BUFFERS: gl.constexpr, NUM_SMS: gl.constexpr,
-                        num_warps: gl.constexpr):  # fmt: skip
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+def ws_attention_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_items, n_groups, qk_scale,
+                        CAUSAL: gl.constexpr, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                        NUM_SMS: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_bufs = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
     v_bufs = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
-    o_smem = gl.allocate_shared_memory(o_desc.dtype, [2] + o_desc.block_type.shape, o_desc.layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    o_smem = gl.allocate_shared_memory(o_desc.dtype, [CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    for r in gl.static_range(2):
+    for r in gl.static_range(CONSUMERS):
         mbarrier.init(q_ready.index(r), count=1)
         mbarrier.init(q_empty.index(r), count=1)
         mbarrier.init(turn.index(r), count=1)
     for s in gl.static_range(NUM_BUFFERS):
         mbarrier.init(k_ready.index(s), count=1)
-        mbarrier.init(k_empty.index(s), count=2)  # both warpgroups read every slot
+        mbarrier.init(k_empty.index(s), count=CONSUMERS)  # every consumer reads every slot
         mbarrier.init(v_ready.index(s), count=1)
-        mbarrier.init(v_empty.index(s), count=2)
+        mbarrier.init(v_empty.index(s), count=CONSUMERS)
     ROLE0: gl.constexpr = 0
     ROLE1: gl.constexpr = 1
-    gl.warp_specialize(
-        [
-            (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-                         turn, seq_len, n_items, n_pairs, qk_scale, ROLE0, CAUSAL, NUM_BUFFERS, NUM_SMS)),
-            (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-                         turn, seq_len, n_items, n_pairs, qk_scale, ROLE1, CAUSAL, NUM_BUFFERS, NUM_SMS)),
-            (_producer, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty, v_ready,
-                         v_empty, seq_len, n_items, n_pairs, CAUSAL, NUM_BUFFERS, NUM_SMS)),
-        ],
-        [4, 1],
-        [208, 40],
-    )  # fmt: skip
-    for r in gl.static_range(2):
+    ROLE2: gl.constexpr = 2
+    if CONSUMERS == 3:  # head dim 64: a third consumer warpgroup (a worker of 4 warps, as the second)
+        gl.warp_specialize(
+            [
+                (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                             v_empty, turn, seq_len, n_items, n_groups, qk_scale, ROLE0, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+                (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                             v_empty, turn, seq_len, n_items, n_groups, qk_scale, ROLE1, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+                (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                             v_empty, turn, seq_len, n_items, n_groups, qk_scale, ROLE2, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+                (_producer, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty,
+                             v_ready, v_empty, seq_len, n_items, n_groups, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+            ],
+            [4, 4, 1],
+            [160, 160, 24],  # 13 warps: 160 is what ptxas fits at head dim 64 without a spill (152 and 168 spill)
+        )  # fmt: skip
+    else:
+        gl.warp_specialize(
+            [
+                (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                             v_empty, turn, seq_len, n_items, n_groups, qk_scale, ROLE0, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+                (_consumer, (o_desc, q_smem, k_bufs, v_bufs, o_smem, q_ready, q_empty, k_ready, k_empty, v_ready,
+                             v_empty, turn, seq_len, n_items, n_groups, qk_scale, ROLE1, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+                (_producer, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty,
+                             v_ready, v_empty, seq_len, n_items, n_groups, CAUSAL, NUM_BUFFERS, NUM_SMS)),
+            ],
+            [4, 1],
+            [208, 40],
+        )  # fmt: skip
+    for r in gl.static_range(CONSUMERS):
         mbarrier.invalidate(q_ready.index(r))
         mbarrier.invalidate(q_empty.index(r))
         mbarrier.invalidate(turn.index(r))
@@ -244,7 +266,12 @@ def _desc(x, block):
     return TensorDescriptor.from_tensor(x, block, layout)
 
 
-BLOCK_M, NUM_BUFFERS = 64, 2  # BLOCK_N = 2 * BLOCK_M; 2 key slots and 2 value slots, 32 KB each at head dim 128
+BLOCK_M, BLOCK_N, NUM_BUFFERS = 64, 128, 2  # 2 key slots and 2 value slots, 32 KB each at head dim 128
+
+
+def consumers(head_dim: int, causal: bool) -> int:
+    """Consumer warpgroups: three at head dim 64 without a mask (its GEMMs leave room for a third), else two."""
+    return 3 if head_dim == 64 and not causal else 2
 
 
 def ws_attention(q, k, v, out, causal, sm_scale, sms=None):
@@ -252,15 +279,16 @@ def ws_attention(q, k, v, out, causal, sm_scale, sms=None):
     tensors, head_dim 64 or 128, bf16 or fp16. ``sms``: the persistent grid's programs (default: the GPU's
     SMs; 132, an H200's, on the CPU)."""
     B, H, S, D = q.shape
-    block_n = 2 * BLOCK_M
+    n_consumers = consumers(D, causal)
     views = [t.view(B * H, S, D) for t in (q, k, v, out)]  # 3-D: a tile never reads the next head's rows
     q_desc, o_desc = _desc(views[0], [1, BLOCK_M, D]), _desc(views[3], [1, BLOCK_M, D])
-    k_desc, v_desc = _desc(views[1], [1, block_n, D]), _desc(views[2], [1, block_n, D])
-    n_pairs = triton.cdiv(triton.cdiv(S, BLOCK_M), 2)
-    n_items = B * H * n_pairs
+    k_desc, v_desc = _desc(views[1], [1, BLOCK_N, D]), _desc(views[2], [1, BLOCK_N, D])
+    n_groups = triton.cdiv(triton.cdiv(S, BLOCK_M), n_consumers)
+    n_items = B * H * n_groups
     if sms is None:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 132
     grid = (min(sms, n_items),)
-    ws_attention_kernel[grid](q_desc, k_desc, v_desc, o_desc, S, n_items, n_pairs, sm_scale * LOG2E,
-                              CAUSAL=bool(causal), NUM_BUFFERS=NUM_BUFFERS, NUM_SMS=grid[0], num_warps=4)  # fmt: skip
+    ws_attention_kernel[grid](q_desc, k_desc, v_desc, o_desc, S, n_items, n_groups, sm_scale * LOG2E,
+                              CAUSAL=bool(causal), CONSUMERS=n_consumers, NUM_BUFFERS=NUM_BUFFERS, NUM_SMS=grid[0],
+                              num_warps=4)  # fmt: skip
     return out
