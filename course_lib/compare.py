@@ -69,8 +69,16 @@ def close_enough(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> b
 @dataclass
 class Verdict:
     ok: bool
-    summary: str  # one line
+    finding: str  # one line: what the comparison found
     details: list[str]  # the report, line by line
+    # the comparison's guess at why, where its figures suggest one ("precision too low"): apart from the
+    # finding, so that a task's diagnosis, which names the mistake, can leave it out
+    cause: str = ""
+
+    @property
+    def summary(self) -> str:
+        """The finding and the guess at its cause, in one line."""
+        return f"{self.finding}: {self.cause}" if self.cause else self.finding
 
 
 def _fmt(v: float) -> str:
@@ -178,38 +186,35 @@ def compare(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, poisoned:
                 f"  {str(_index(r, shape)):<18}{_fmt(g[r].item()):>14}{_fmt(e[r].item()):>14}"
                 f"{_fmt(diff[r].item() if finite[r] else abs(g[r].item() - e[r].item())):>14}"
             )
+    cause = ""
     if n_unwritten == n:
-        summary = "no element of the output was written (all still NaN)"
+        finding = "no element of the output was written (all still NaN)"
     elif n_unwritten:
-        summary = f"{n_unwritten} of {n} output elements were never written (still NaN)"
+        finding = f"{n_unwritten} of {n} output elements were never written (still NaN)"
         pattern = unwritten_pattern(unwritten, shape)
         if pattern:
-            summary += f": {pattern}"
+            finding += f": {pattern}"
     elif n_computed_nan:
-        summary = (
+        finding = (
             f"{_of(n_computed_nan, n, 'are')} NaN computed by the kernel (an overflow, inf - inf, 0/0?), "
             f"{n_bad} wrong in all"
         )
     elif n_bad == 0:
-        summary = (
-            f"close elementwise but the relative-norm error {_fmt(rel_norm)} exceeds {tol.norm:g}: "
-            "precision too low (is something computed in a lower precision?)"
-        )
+        finding = f"close elementwise but the relative-norm error {_fmt(rel_norm)} exceeds {tol.norm:g}"
+        cause = "precision too low (is something computed in a lower precision?)"
     elif not int(inf.sum()) and rel_norm < max(100 * tol.norm, 1.6e-2):  # up to about bf16 rounding
-        summary = (
-            f"{_of(n_bad, n, 'are')} off by more than the tolerance (max abs error "
-            f"{_fmt(max_err)}): precision too low, or a slightly wrong formula"
-        )
+        finding = f"{_of(n_bad, n, 'are')} off by more than the tolerance (max abs error {_fmt(max_err)})"
+        cause = "precision too low, or a slightly wrong formula"
     elif int(inf.sum()) == n_bad:  # every wrong element is infinite: the finite error says nothing
-        summary = f"{_of(n_bad, n, 'are')} wrong, every one of them infinite (a division by zero, or an overflow?)"
+        finding = f"{_of(n_bad, n, 'are')} wrong, every one of them infinite (a division by zero, or an overflow?)"
     elif int(inf.sum()):
-        summary = (
+        finding = (
             f"{_of(n_bad, n, 'are')} wrong, {int(inf.sum())} of them infinite "
             f"(max abs error of the finite ones {_fmt(max_err)})"
         )
     else:
-        summary = f"{_of(n_bad, n, 'are')} wrong (max abs error {_fmt(max_err)})"
-    return Verdict(False, summary, details)
+        finding = f"{_of(n_bad, n, 'are')} wrong (max abs error {_fmt(max_err)})"
+    return Verdict(False, finding, details, cause)
 
 
 def unwritten_pattern(unwritten: torch.Tensor, shape: tuple[int, ...]) -> str | None:

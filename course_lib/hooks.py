@@ -33,8 +33,31 @@ import numpy as np
 from . import runtime
 
 
+@dataclass(frozen=True)
+class ReportLine:
+    """One line of an out-of-bounds report: what was seen, and apart from it the generic advice on it (the
+    likely causes of an offsets pattern, "add a mask"). A task that knows the cause its exercise makes
+    (``TaskSpec.out_of_bounds_hint``) shows the facts without the advice, which could contradict it."""
+
+    fact: str  # a sentence (or several) without its closing full stop
+    advice: str = ""  # a whole sentence, or nothing
+    joint: str = ". "  # what joins the fact to its advice
+
+    def text(self, advice: bool = True) -> str:
+        """The line as a learner reads it; with ``advice`` False, the fact alone."""
+        return f"{self.fact}{self.joint}{self.advice}" if advice and self.advice else f"{self.fact}."
+
+
 class OutOfBoundsAccess(Exception):
-    """A kernel loaded or stored outside the memory of every tensor passed to it (interpreter only)."""
+    """A kernel loaded or stored outside the memory of every tensor passed to it (interpreter only). Its
+    message is the report, line by line; ``lines`` keeps each line's facts and advice apart."""
+
+    def __init__(self, lines: tuple[ReportLine, ...] | list[ReportLine]):
+        self.lines = tuple(lines)
+        super().__init__("\n".join(line.text() for line in self.lines))
+
+    def __reduce__(self):  # the exception's arguments are its lines, not its message
+        return type(self), (self.lines,)
 
 
 class DescriptorAlignmentError(ValueError):
@@ -607,11 +630,15 @@ class OffsetsPattern:
     seen: str
     causes: tuple[str, ...]
 
-    def text(self) -> str:
+    def line(self) -> ReportLine:
+        """What was seen as the fact, the likely causes as its advice."""
         if len(self.causes) == 1:
-            return f"Seen: {self.seen}. Likely cause: {self.causes[0]}."
+            return ReportLine(f"Seen: {self.seen}", f"Likely cause: {self.causes[0]}.")
         listed = "; ".join(f"({i}) {cause}" for i, cause in enumerate(self.causes, 1))
-        return f"Seen: {self.seen}. Likely causes, most likely first: {listed}."
+        return ReportLine(f"Seen: {self.seen}", f"Likely causes, most likely first: {listed}.")
+
+    def text(self) -> str:
+        return self.line().text()
 
 
 def _plural(n: int, word: str) -> str:
@@ -968,9 +995,11 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
     bad = active[~inside]
     unmasked = getattr(_unmasked, "flag", False)
     lines = [
-        f"kernel `{launch.kernel}`, program id {pid}: a {kind} outside the memory of every tensor passed "
-        f"to the kernel ({bad.size} of {active.size} active lanes). The course stopped it before it "
-        "touched memory."
+        ReportLine(
+            f"kernel `{launch.kernel}`, program id {pid}: a {kind} outside the memory of every tensor passed "
+            f"to the kernel ({bad.size} of {active.size} active lanes). The course stopped it before it "
+            "touched memory"
+        )
     ]
     advice = "Check how the offsets are built and what the mask keeps out (and the grid size)."
     source = _source_of(frame) if frame is not None else None
@@ -979,9 +1008,11 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
         nearest = min(launch.spans, key=lambda s: min(abs(first_bad - s.lo), abs(first_bad - (s.hi - 1))))
         offsets = (bad.astype(np.int64) - np.int64(nearest.base)) // np.int64(nearest.itemsize)
         lines.append(
-            f"Nearest tensor: `{nearest.name}` ({_plural(nearest.numel, 'element')} of {nearest.dtype}, shape "
-            f"{nearest.shape}); the offending offsets, in elements from its start: "
-            f"{_format_offsets(np.unique(offsets))}."
+            ReportLine(
+                f"Nearest tensor: `{nearest.name}` ({_plural(nearest.numel, 'element')} of {nearest.dtype}, shape "
+                f"{nearest.shape}); the offending offsets, in elements from its start: "
+                f"{_format_offsets(np.unique(offsets))}"
+            )
         )
         bad_lanes = np.zeros(addresses.shape, dtype=bool)
         bad_lanes[active_mask] = ~inside
@@ -992,21 +1023,28 @@ def _check_access(kind: str, builder, ptrs, mask) -> None:
             loop=loop, program=pid, grid=tuple(int(d) for d in grid) if grid is not None else None,
             in_loop=source[3] if source else None,
         )  # fmt: skip
-        lines.append(pattern.text())
+        lines.append(pattern.line())
         advice = ""
     where = f" ({source[0]}, `{source[1]}`)" if source else ""
     if unmasked:
         lines.append(
-            f"The tl.{kind} had no mask{where}: add one that keeps its offsets inside the tensor, e.g. "
-            "mask=offsets < n_elements, or mask=cols < n_cols for a vector of columns."
+            ReportLine(
+                f"The tl.{kind} had no mask{where}",
+                "add one that keeps its offsets inside the tensor, e.g. mask=offsets < n_elements, or "
+                "mask=cols < n_cols for a vector of columns.",
+                joint=": ",
+            )
         )
     else:
         used = f", with mask {source[2]}" if source and source[2] else ""
         lines.append(
-            f"The mask let {int(active_mask.sum())} of {active_mask.size} lanes through, {bad.size} of them "
-            f"outside every tensor{where}{used}. {advice}".rstrip()
+            ReportLine(
+                f"The mask let {int(active_mask.sum())} of {active_mask.size} lanes through, {bad.size} of them "
+                f"outside every tensor{where}{used}",
+                advice,
+            )
         )
-    raise OutOfBoundsAccess("\n".join(lines))
+    raise OutOfBoundsAccess(lines)
 
 
 def _install_bounds_hooks(builder_cls) -> None:

@@ -829,23 +829,6 @@ def test_a_causal_walk_through_device_descriptors_is_probed_too(tmp_path):
     )
 
 
-def test_a_tasks_own_out_of_bounds_hint_replaces_the_generic_guesses():
-    """Where a task names the cause its exercise makes (flash_attention: the walk's bounds, on loads the exercise
-    keeps unmasked), the report keeps what was seen and drops the generic advice that would contradict it
-    ("add a mask", an offsets pattern's likely causes)."""
-    from course_lib.grader import cases
-
-    seen = "Seen: a run of 64 offsets just past the end of `k_ptr`. Likely cause: no mask: the last block sticks out."
-    many = "Seen: a stride pattern. Likely causes, most likely first: (1) a row length used as a stride; (2) swapped."
-    mask = "The tl.load had no mask (f.py line 3, `tl.load(p)`): add one that keeps its offsets inside the tensor, e.g."
-    assert cases._facts_only([seen, many, mask, "Nearest tensor: `k_ptr`"]) == [
-        "Seen: a run of 64 offsets just past the end of `k_ptr`.",
-        "Seen: a stride pattern.",
-        "The tl.load had no mask (f.py line 3, `tl.load(p)`).",
-        "Nearest tensor: `k_ptr`",
-    ]
-
-
 def test_a_walk_that_wastes_tiles_at_head_dim_128_only_fails_where_the_probe_draws_128():
     """The probe draws its head dim (64 or 128) from the grading seed: a kernel whose causal stop is right only
     with square tiles (it takes 64 x 64 at head dim 64, 32 x 64 at 128) fails at a seed that draws 128."""

@@ -9,7 +9,6 @@ plain report.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
@@ -33,20 +32,6 @@ class Outcome:
     @classmethod
     def failed(cls, summary: str, details: list[str] | None = None, status: str = FAIL) -> Outcome:
         return cls(False, summary, details or [], status)
-
-
-def _facts_only(details: list[str]) -> list[str]:
-    """An out-of-bounds report's lines without the generic guesses at its cause (the likely causes of an
-    offsets pattern, "add a mask"), where the task names the cause its exercise makes: what was seen stays,
-    advice that contradicts the task's (a mask on a load the exercise keeps unmasked) goes."""
-    out = []
-    for line in details:
-        if line.startswith("Seen: "):
-            line = re.split(r"\. Likely causes?(?:, most likely first)?: ", line, maxsplit=1)[0].rstrip(".") + "."
-        elif re.match(r"The tl\.\w+ had no mask", line):
-            line = line.split(": add one that keeps its offsets inside the tensor", 1)[0] + "."
-        out.append(line)
-    return out
 
 
 def guarded_output(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -193,7 +178,10 @@ def judge(
     if error:
         details = list(error["details"])
         if spec.out_of_bounds_hint and str(error["summary"]).startswith("out-of-bounds access"):
-            details = [spec.out_of_bounds_hint, *_facts_only(details)]
+            # the task names the cause its exercise makes: what was seen stays, the generic advice (the likely
+            # causes of an offsets pattern, "add a mask" on a load the exercise keeps unmasked) would contradict
+            # it and goes. A report without facts apart has no advice to leave out
+            details = [spec.out_of_bounds_hint, *error.get("facts", details)]
         failed = Outcome.failed(error["summary"], details, status=error["status"])
         failed.raised = True
         return failed
@@ -265,9 +253,8 @@ def judge(
         return Outcome(True, verdict.summary, verdict.details, PASS)
     found = _diagnosis(spec, prepared.pristine, got, case, device) if diagnose else None
     # a diagnosis names the mistake: the comparison's own guess at a cause (precision, "a slightly wrong
-    # formula") would only blur it, so its figures alone go in the parentheses
-    figures = verdict.summary.split(": precision too low", 1)[0]
-    summary = f"{found} ({figures})" if found else verdict.summary
+    # formula") would only blur it, so what it found alone goes in the parentheses
+    summary = f"{found} ({verdict.finding})" if found else verdict.summary
     return Outcome(False, summary, verdict.details, FAIL, found is not None)
 
 

@@ -75,18 +75,22 @@ def mapping(value, field: str) -> dict:
 
 
 def error(value, field: str = "error") -> dict | None:
-    """{status, summary, details} of the learner's exception, or None."""
+    """{status, summary, details} of the learner's exception, or None; facts too where the worker sent
+    them (an out-of-bounds access: the details without their generic advice)."""
     if value is None:
         return None
     value = mapping(value, field)
     status = text(value.get("status"), f"{field}.status", 20)
     if status not in STATUSES:
         raise Unreadable(f"{field}.status", f"{status!r} is not a status")
-    return {
+    out = {
         "status": status,
         "summary": text(value.get("summary", ""), f"{field}.summary"),
         "details": texts(value.get("details", []), f"{field}.details"),
     }
+    if "facts" in value:
+        out["facts"] = texts(value["facts"], f"{field}.facts")
+    return out
 
 
 def names(value, field: str, allowed: set[str]) -> list[str]:

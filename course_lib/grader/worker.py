@@ -128,7 +128,9 @@ def _launch_summary(launches: list[str]) -> tuple[list[str], int]:
 
 
 def _explain(e: BaseException, path: Path) -> dict:
-    """{status, summary, details} for an exception raised by the learner's launcher or kernel."""
+    """{status, summary, details} for an exception raised by the learner's launcher or kernel; an
+    out-of-bounds access adds facts: its details without their generic advice, for a task whose own hint
+    replaces that advice (``TaskSpec.out_of_bounds_hint``)."""
     from ..hooks import DescriptorAlignmentError, OutOfBoundsAccess
     from ..stubs import NOT_IMPLEMENTED
     from ..tracebacks import chain, learner_frames, raised_in
@@ -147,8 +149,10 @@ def _explain(e: BaseException, path: Path) -> dict:
             return said("todo", found.group(0) if found else NOT_IMPLEMENTED)
     for exc in links:
         if isinstance(exc, OutOfBoundsAccess):
-            first = str(exc).splitlines()
-            return said("fail", "out-of-bounds access: " + first[0], first[1:] + where)
+            first, *rest = exc.lines
+            report = said("fail", "out-of-bounds access: " + first.text(), [line.text() for line in rest] + where)
+            report["facts"] = [line.text(advice=False) for line in rest] + where
+            return report
     for exc in links:
         if isinstance(exc, DescriptorAlignmentError):
             first = str(exc).splitlines()
