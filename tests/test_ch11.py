@@ -274,8 +274,9 @@ def test_wrong_submission_is_rejected(folder):
         assert shape not in failed, f"{shape} should pass for {folder}:\n{failed}"
 
 
-# graded at seeds of their own (the probe's head dim is drawn from the seed): what they fail, and at which seed
-WRONG_AT_SEED = {"ch11_causal_stop_by_key_tile": 2019}
+# graded at seeds of their own (the probe's head dim is drawn from the seed): the seed is the folder's SEED file,
+# which the GPU session's wrong step reads too (scripts/gpu_session.sh)
+WRONG_AT_SEED = {p.parent.name: int(p.read_text()) for p in WRONG.glob("ch11_*/SEED")}
 
 
 def test_every_ch11_wrong_submission_is_listed():
@@ -832,8 +833,9 @@ def test_a_causal_walk_through_device_descriptors_is_probed_too(tmp_path):
 def test_a_walk_that_wastes_tiles_at_head_dim_128_only_fails_where_the_probe_draws_128():
     """The probe draws its head dim (64 or 128) from the grading seed: a kernel whose causal stop is right only
     with square tiles (it takes 64 x 64 at head dim 64, 32 x 64 at 128) fails at a seed that draws 128."""
-    assert ch11.probe_shape(probe_seed(2019))[0][3] == 128 and ch11.probe_shape(probe_seed(SEED))[0][3] == 64
-    result = grader.grade_task("flash_attention", WRONG / "ch11_causal_stop_by_key_tile", seed=2019)
+    seed = WRONG_AT_SEED["ch11_causal_stop_by_key_tile"]
+    assert ch11.probe_shape(probe_seed(seed))[0][3] == 128 and ch11.probe_shape(probe_seed(SEED))[0][3] == 64
+    result = grader.grade_task("flash_attention", WRONG / "ch11_causal_stop_by_key_tile", seed=seed)
     assert result.status == FAIL and "a causal walk" in result.summary and "above the diagonal" in result.summary, (
         full_text(result)
     )
