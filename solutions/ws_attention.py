@@ -19,8 +19,8 @@ A work item is a group of query tiles, one a consumer, and the key tiles are 128
 with a causal mask both consumers of group g then walk the same g + 1 key tiles, so they take the same number
 of turns. At head dim 64 without a mask, a key tile's two GEMMs take half as long as at 128 while its softmax
 takes as long: two warpgroups leave the tensor cores idle part of each turn, and a third fills it, as
-FlashAttention-3 does at head dim 64. On an H100 that took head dim 64 from 444-450 TFLOP/s to 500-501
-(results/attention_h100_2026-12-05/ninth_run, cuDNN 466-470 there). With a causal mask the three walks of a
+FlashAttention-3 does at head dim 64. On an H200 that took head dim 64 from 442-445 TFLOP/s to 499-503
+(results/attention_h200_2026-12-06/d64.txt, cuDNN 467-469 there). With a causal mask the three walks of a
 group of 192 rows would differ by a key tile (a Gluon tile is a power of two: no key tile of 192), so a causal
 kernel keeps two consumers. Needs a Hopper GPU (sm_90) to run; it compiles anywhere, and CPU mode runs it in
 course_lib's Gluon simulator.
