@@ -248,11 +248,10 @@ def causal_study(out_dir: str) -> int:
 
 
 def d64(out_dir: str) -> int:
-    """Head dim 64 (B 16, H 16, S 2048): the solution (three consumer warpgroups without a mask, two with
-    one), the same kernel with two consumers (the solution before 2026-12-06, 444-450 TFLOP/s on the H100 of
-    results/attention_h100_2026-12-05/ninth_run against three consumers' 500-501, measured there as
-    scripts/attention_variants/three_consumers in the tree of 9a7e00c) and cuDNN, each checked against SDPA,
-    timed twice in alternation; then the causal kernel (two consumers) beside cuDNN's causal."""
+    """Head dim 64 (B 16, H 16, S 2048), each checked against SDPA and timed twice in alternation: without a
+    mask the solution (three consumer warpgroups), the same kernel with two (the solution before 2026-12-06)
+    and cuDNN; causal the solution (two consumers), scripts/attention_variants/causal_three (three, each
+    walking to its group's last query) and cuDNN."""
     from course_lib import lesson
     from course_lib.tasks import ch11_attention as ch11
 
@@ -260,6 +259,7 @@ def d64(out_dir: str) -> int:
         "ws_attention", {"    return 3 if head_dim == 64 and not causal else 2\n": "    return 2\n"}
     )
     two = sources.load_module("ws_attention", variant.folder).ws_attention
+    three = sources.load_module("ws_attention", ROOT / "scripts" / "attention_variants" / "causal_three").ws_attention
     cudnn = ch11._sdpa_backends(None)["sdpa_cudnn"]
     B, H, S, D = 16, 16, 2048, 64
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -276,7 +276,8 @@ def d64(out_dir: str) -> int:
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     causal_flops = 4 * B * H * D * (S * (S + 1) // 2)
     causal = {"solution": lambda: attention_ws(q, k, v, out, True, D**-0.5),
-              "sdpa_cudnn": lambda: cudnn(q, k, v, True, D**-0.5)}  # fmt: skip
+              "sdpa_cudnn": lambda: cudnn(q, k, v, True, D**-0.5),
+              "causal_three": lambda: three(q, k, v, out, True, D**-0.5)}  # fmt: skip
     for round_ in range(2):
         for name, fn in causal.items():
             _time_variant(rows, name, fn, out, expected, causal_flops, True, round=round_)
