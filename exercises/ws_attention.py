@@ -5,18 +5,18 @@
 
 One producer warp brings each work item's query tiles and then its key and value tiles by TMA into two rings
 of NUM_BUFFERS slots, one for keys and one for values, in the order they are used (K_0, then K_j and V_{j-1},
-then the last V). Two consumer warpgroups (three at head dim 64), each with its own tile of BLOCK_M queries of
-the same (batch, head), share every slot (a slot is freed when all have finished with it: its empty barrier
-counts one arrival a consumer) and take turns at the tensor cores (ping-pong): in its turn a warpgroup issues
-S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back and hands the turn to the next. It then waits for S_j
-alone, frees K_j's slot, and runs S_j's softmax while its own P_{j-1} V_{j-1} is still running (the overlap
-inside a warpgroup) and while the other warpgroups' GEMMs run (the overlap between them); only then does it
-wait for O, free V_{j-1}'s slot and rescale O to the new maximum. Keys and values in rings of their own, as
-FlashAttention-3 keeps them, free a key slot a turn earlier than one ring of (key, value) slots did: on an
-H100 that took the kernel from 581-586 TFLOP/s to 596-645 non-causal and from 529-539 to 616-624 causal
-(results/attention_h100_2026-12-05/sixth_run). P goes to the second wgmma from registers, which stay alive
-until that wgmma has read them. The producer's registers go to the consumers (setmaxnreg), and the kernel is
-persistent over (batch x head, query tiles).
+then the last V). Two consumer warpgroups (three at head dim 64 without a mask), each with its own tile of
+BLOCK_M queries of the same (batch, head), share every slot (a slot is freed when all have finished with it:
+its empty barrier counts one arrival a consumer) and take turns at the tensor cores (ping-pong): in its turn a
+warpgroup issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back and hands the turn to the next. It then
+waits for S_j alone, frees K_j's slot, and runs S_j's softmax while its own P_{j-1} V_{j-1} is still running
+(the overlap inside a warpgroup) and while the other warpgroups' GEMMs run (the overlap between them); only
+then does it wait for O, free V_{j-1}'s slot and rescale O to the new maximum. Keys and values in rings of
+their own, as FlashAttention-3 keeps them, free a key slot a turn earlier than one ring of (key, value) slots
+did: on an H100 that took the kernel from 581-586 TFLOP/s to 596-645 non-causal and from 529-539 to 616-624
+causal (results/attention_h100_2026-12-05/sixth_run). P goes to the second wgmma from registers, which stay
+alive until that wgmma has read them. The producer's registers go to the consumers (setmaxnreg), and the
+kernel is persistent over (batch x head, query tiles).
 
 A work item is a group of query tiles, one a consumer, and the key tiles are 128 tall (BLOCK_N = 2 * BLOCK_M):
 with a causal mask both consumers of group g then walk the same g + 1 key tiles, so they take the same number
@@ -76,8 +76,8 @@ def _key_tiles(group, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _load_tile(desc, bh, row, bufs, ready, empty, t, NUM_BUFFERS: gl.constexpr):
-    """A ring's tile number t (the ring's count of tiles so far) into slot t % NUM_BUFFERS, once both
-    consumers have freed that slot's previous tile: round t // NUM_BUFFERS of the slot's barriers."""
+    """A ring's tile number t (the ring's count of tiles so far) into slot t % NUM_BUFFERS, once every
+    consumer has freed that slot's previous tile: round t // NUM_BUFFERS of the slot's barriers."""
     s = t % NUM_BUFFERS
     mbarrier.wait(empty.index(s), ((t // NUM_BUFFERS) & 1) ^ 1)
     mbarrier.expect(ready.index(s), desc.block_type.nbytes)

@@ -166,6 +166,16 @@ variants = {
             (WAIT0, "            mbarrier.arrive(turn.index(NEXT), count=1)\n            turns += 1\n" + WAIT0),
         ],
     ),
+    "wrong/ch11_ws_turn_to_self": (
+        "Wrong on purpose: each warpgroup hands the turn to itself (turn.index(ROLE)), not to the next: the next\n"
+        "warpgroup waits for a turn that nothing ever gives it (a deadlock).",
+        [("re:mbarrier\\.arrive\\(turn\\.index\\(NEXT\\)", "mbarrier.arrive(turn.index(ROLE)")],
+    ),
+    "wrong/ch11_ws_turn_one_minus_role": (
+        "Wrong on purpose: the turn handed over as two consumers hand it, to 1 - ROLE. Right at head dim 128 (two\n"
+        "consumers); at head dim 64 the third warpgroup's turn never comes, and the first two pass it between them.",
+        [("re:mbarrier\\.arrive\\(turn\\.index\\(NEXT\\)", "mbarrier.arrive(turn.index(1 - ROLE)")],
+    ),
     "wrong/ch11_ws_no_turns": (
         "Wrong on purpose (values right): the consumers take no turns at the tensor cores (no turn barrier waited\n"
         "on or arrived on): nothing keeps one warpgroup's softmax beside the other's GEMMs.",

@@ -217,6 +217,18 @@ WRONG_SUBMISSIONS = {
         ("all 7 cases are right, but the softmax runs inside the warpgroup's turn", "of its exp/exp2 elements inside"),
         (),
     ),
+    # the turn handed to the warpgroup itself: the next one's turn barrier never sees an arrival
+    "ch11_ws_turn_to_self": (
+        "ws_attention",
+        ("the kernel deadlocks", "nothing has arrived on it in this run"),
+        (),
+    ),
+    # the two-consumer habit, 1 - ROLE: right with two consumers (head dim 128, and causal), a deadlock with three
+    "ch11_ws_turn_one_minus_role": (
+        "ws_attention",
+        ("the kernel deadlocks", "waits on turn[2]", "nothing has arrived on it in this run"),
+        ("one key tile (1, 3, 64, 128)", "head dim 128, causal (2, 1, 130, 128)", "causal (1, 1, 300, 64)"),
+    ),
     "ch11_ws_no_turns": (
         "ws_attention",
         ("all 7 cases are right, but the consumer warpgroups take no turns",),

@@ -559,6 +559,7 @@ class Barrier:
         # what every completed phase had: a wait that passes sees the latter
         self.arrived_clock: dict = {}
         self.done_clock: dict = {}
+        self.arrivers: dict = {}  # who arrived on it in the whole run, and how often: a deadlock's report says
 
     def index(self, i):
         raise ProtocolError(f"{self.name} is one barrier: it has no .index()")
@@ -593,6 +594,7 @@ class Barrier:
                 "on the wrong phase, before the slot is used again?)"
             )
         self.pending -= count
+        self.arrivers[who] = self.arrivers.get(who, 0) + count
         _join(self.arrived_clock, clock or {})
         self._maybe_complete()
 
@@ -622,9 +624,16 @@ class Barrier:
         return (self.completed & 1) != (int(parity) & 1)
 
     def state(self) -> str:
+        """The phase and what it still waits for, and who has arrived on it in the run: a barrier nothing ever
+        arrived on (a turn handed to the wrong warpgroup, an arrive on the wrong slot) says so."""
+        if self.arrivers:
+            by = ", ".join(f"{who} {n} time(s)" for who, n in self.arrivers.items())
+            arrived = f"arrived on in this run by {by}"
+        else:
+            arrived = "nothing has arrived on it in this run: which partition's arrive was meant for it?"
         return (
             f"{self.completed} phase(s) completed, the current one's parity {self.completed & 1}, "
-            f"{self.pending} of {self.count} arrival(s) and {self.tx} byte(s) still to come"
+            f"{self.pending} of {self.count} arrival(s) and {self.tx} byte(s) still to come; {arrived}"
         )
 
 

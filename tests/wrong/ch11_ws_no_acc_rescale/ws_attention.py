@@ -47,8 +47,8 @@ def _key_tiles(group, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _load_tile(desc, bh, row, bufs, ready, empty, t, NUM_BUFFERS: gl.constexpr):
-    """A ring's tile number t (the ring's count of tiles so far) into slot t % NUM_BUFFERS, once both
-    consumers have freed that slot's previous tile: round t // NUM_BUFFERS of the slot's barriers."""
+    """A ring's tile number t (the ring's count of tiles so far) into slot t % NUM_BUFFERS, once every
+    consumer has freed that slot's previous tile: round t // NUM_BUFFERS of the slot's barriers."""
     s = t % NUM_BUFFERS
     mbarrier.wait(empty.index(s), ((t // NUM_BUFFERS) & 1) ^ 1)
     mbarrier.expect(ready.index(s), desc.block_type.nbytes)
