@@ -200,6 +200,27 @@ CAUSAL_STUDY = {
 }  # fmt: skip
 
 
+# three consumer warpgroups at head dim 64 with a causal mask too (the solution keeps two there): a group of three
+# 64-row tiles spans 192 rows and key tiles are 128 (a Gluon tile is a power of two), so every consumer walks to
+# its group's last query, as FlashAttention-3 does, and masks past its own diagonal from the first key tile that
+# reaches past the group's first query. Right in the simulator; ptxas spills 84 bytes a thread at 160 registers.
+CAUSAL_THREE = {
+    "def _key_tiles(group, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):":
+        "def _key_tiles(group, seq_len, GROUP_ROWS: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):",
+    "        return gl.minimum(group + 1, gl.cdiv(seq_len, BLOCK_N))\n    else:\n        return gl.cdiv(seq_len, BLOCK_N)":
+        "        return (gl.minimum(gl.cdiv((group + 1) * GROUP_ROWS, BLOCK_N), gl.cdiv(seq_len, BLOCK_N)),\n"
+        "                (group * GROUP_ROWS) // BLOCK_N)\n    else:\n"
+        "        return gl.cdiv(seq_len, BLOCK_N), gl.cdiv(seq_len, BLOCK_N) - 1",
+    "        n_kv = _key_tiles(group, seq_len, BLOCK_N, CAUSAL)\n        for j in range(n_kv):":
+        "        n_kv, _ = _key_tiles(group, seq_len, CONSUMERS * BLOCK_M, BLOCK_N, CAUSAL)\n        for j in range(n_kv):",
+    "        n_kv = _key_tiles(group, seq_len, BLOCK_N, CAUSAL)  # only the last needs a mask (_softmax_step)":
+        "        n_kv, masked_from = _key_tiles(group, seq_len, CONSUMERS * BLOCK_M, BLOCK_N, CAUSAL)",
+    "_softmax_step(scores, m_i, l_i, 0, n_kv == 1, rows,": "_softmax_step(scores, m_i, l_i, 0, masked_from == 0, rows,",
+    "_softmax_step(scores, m_i, l_i, j, j == n_kv - 1, rows,": "_softmax_step(scores, m_i, l_i, j, j >= masked_from, rows,",
+    "    return 3 if head_dim == 64 and not causal else 2\n": "    return 3 if head_dim == 64 else 2\n",
+}  # fmt: skip
+
+
 def causal_study(out_dir: str) -> int:
     """Variants of the solution at the causal timed shape, beside the solution and cuDNN in the same run,
     and the non-causal kernel on walks half as long (S 4096, twice the heads: the causal case's FLOPs)."""
@@ -250,8 +271,8 @@ def causal_study(out_dir: str) -> int:
 def d64(out_dir: str) -> int:
     """Head dim 64 (B 16, H 16, S 2048), each checked against SDPA and timed twice in alternation: without a
     mask the solution (three consumer warpgroups), the same kernel with two (the solution before 2026-12-06)
-    and cuDNN; causal the solution (two consumers), scripts/attention_variants/causal_three (three, each
-    walking to its group's last query) and cuDNN."""
+    and cuDNN; causal the solution (two consumers), CAUSAL_THREE (three, each walking to its group's last
+    query) and cuDNN."""
     from course_lib import lesson
     from course_lib.tasks import ch11_attention as ch11
 
@@ -259,7 +280,8 @@ def d64(out_dir: str) -> int:
         "ws_attention", {"    return 3 if head_dim == 64 and not causal else 2\n": "    return 2\n"}
     )
     two = sources.load_module("ws_attention", variant.folder).ws_attention
-    three = sources.load_module("ws_attention", ROOT / "scripts" / "attention_variants" / "causal_three").ws_attention
+    causal_three = lesson.write_variant("ws_attention", CAUSAL_THREE)
+    three = sources.load_module("ws_attention", causal_three.folder).ws_attention
     cudnn = ch11._sdpa_backends(None)["sdpa_cudnn"]
     B, H, S, D = 16, 16, 2048, 64
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -284,7 +306,7 @@ def d64(out_dir: str) -> int:
     meta = _meta("course_lib.timing.bench (CUDA events, L2 flushed, median), each variant twice")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     (Path(out_dir) / "experiment_attention_d64.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    del variant
+    del variant, causal_three
     return 0
 
 

@@ -851,3 +851,27 @@ def test_a_walk_that_wastes_tiles_at_head_dim_128_only_fails_where_the_probe_dra
     assert result.status == FAIL and "a causal walk" in result.summary and "above the diagonal" in result.summary, (
         full_text(result)
     )
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 300, 64), (2, 1, 70, 64), (1, 2, 520, 64)])
+def test_the_causal_three_consumer_experiment_applies_and_is_right(shape, tmp_path):
+    """scripts/gluon_attention.py's CAUSAL_THREE (three consumers at head dim 64 with a causal mask, each walking
+    to its group's last query) is edits of the solution: each must still apply, and the kernel it makes must be
+    right in the simulator, or the GPU experiment would time a broken kernel or none."""
+    import importlib.util
+
+    from course_lib import gluon_cpu
+
+    spec = importlib.util.spec_from_file_location("gluon_attention", ROOT / "scripts" / "gluon_attention.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    variant = lesson.write_variant("ws_attention", script.CAUSAL_THREE, folder=tmp_path)
+    module = sources.load_module("ws_attention", variant.folder)
+    assert module.consumers(64, True) == 3
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(*shape, generator=gen).to(torch.bfloat16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    with gluon_cpu.launches_simulated(seed=1):
+        module.ws_attention(q, k, v, out, True, 0.125, sms=2)
+    expected = ch11.attention_reference(q.double(), k.double(), v.double(), True, 0.125)
+    assert torch.allclose(out.float(), expected.float(), atol=2e-2, rtol=2e-2)

@@ -1193,7 +1193,7 @@ def _judge_overlap(overlap: dict) -> list[tuple[bool, str, list[str]]]:
         )
         if not barriers:
             checks.append((False, "the consumer warpgroups take no turns", [
-                f"{where}: no barrier that one consumer waits on and the other arrives on.",
+                f"{where}: no barrier that one consumer waits on and another arrives on.",
                 "Ping-pong: each warpgroup waits for its turn (mbarrier.wait(turn.index(ROLE), ...)) before "
                 "issuing its GEMMs and hands it over (mbarrier.arrive(turn.index(NEXT), count=1)) right "
                 "after, so that its softmax runs while the others' GEMMs do."]))  # fmt: skip
